@@ -1,0 +1,1 @@
+"""InLine attention backbones for MMDetection and MMSegmentation."""
