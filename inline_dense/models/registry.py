@@ -1,0 +1,26 @@
+"""One backbone class, registered in every installed OpenMMLab MODELS registry."""
+import importlib
+from typing import List
+
+REGISTRY_MODULES = ('mmdet.registry', 'mmseg.registry')
+
+
+def register_backbones() -> List[str]:
+    """Registers InLineSwin and InLinePVT in mmdet's and mmseg's ``MODELS``.
+
+    A package that is not installed is skipped; returns the registries used.
+    """
+    from .inline_pvt import InLinePVT
+    from .inline_swin import InLineSwin
+
+    used = []
+    for module_name in REGISTRY_MODULES:
+        try:
+            registry = importlib.import_module(module_name).MODELS
+        except ImportError:
+            continue
+        for cls in (InLineSwin, InLinePVT):
+            if registry.get(cls.__name__) is not cls:
+                registry.register_module(name=cls.__name__, module=cls, force=True)
+        used.append(module_name)
+    return used

@@ -1,0 +1,57 @@
+"""Softmax attention with spatial reduction of keys/values (PVT's 'S' stages)."""
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .inline_attention import check_heads
+
+HW = Tuple[int, int]
+
+
+class SRAttention(nn.Module):
+    """Global softmax attention whose keys/values come from a grid reduced by ``sr_ratio``
+    (strided conv + LayerNorm), as in PVT.
+
+    ``x`` (B, N, C) tokens of ``hw_shape``; ``valid_mask`` (B, N) bool of real tokens:
+    padded keys are ignored. Output (B, N, C).
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1, qkv_bias: bool = True,
+                 attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
+        super().__init__()
+        self.head_dim = check_heads(embed_dims, num_heads, 'SRAttention')
+        self.num_heads = num_heads
+        self.sr_ratio = sr_ratio
+        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+        if sr_ratio > 1:
+            self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, stride=sr_ratio)
+            self.norm = nn.LayerNorm(embed_dims)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        b, n, c = x.shape
+        heads, d = self.num_heads, self.head_dim
+        q = self.q(x).view(b, n, heads, d).transpose(1, 2)
+        src, key_valid = x, valid_mask
+        if self.sr_ratio > 1:
+            grid = x.transpose(1, 2).reshape(b, c, *hw_shape)
+            if valid_mask is not None:
+                grid = grid * valid_mask.view(b, 1, *hw_shape).to(grid.dtype)
+            grid = self.sr(grid)
+            src = self.norm(grid.flatten(2).transpose(1, 2))
+            if valid_mask is not None:  # a reduced token is real when its top-left input token is
+                key_valid = valid_mask.view(b, *hw_shape)[:, ::self.sr_ratio, ::self.sr_ratio]
+                key_valid = key_valid[:, :grid.shape[2], :grid.shape[3]].reshape(b, -1)
+        k, v = self.kv(src).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        attn_mask = None
+        if key_valid is not None:
+            attn_mask = torch.zeros(b, 1, 1, k.shape[2], dtype=q.dtype, device=q.device)
+            attn_mask = attn_mask.masked_fill(~key_valid.view(b, 1, 1, -1), float('-inf'))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                             dropout_p=self.attn_drop if self.training else 0.0)
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))

@@ -1,0 +1,163 @@
+"""Softmax window attention for the 'S' blocks of InLine-Swin.
+
+``WindowMSA`` is plain multi-head self-attention inside windows with a learned
+relative position bias. ``ShiftWindowMSA`` lays a token grid out in windows:
+cyclic shift on odd blocks, zero padding to whole windows (padded keys are
+masked out), and crop back. A grid that fits inside one window is attended as
+a single window of its own size, without shift, as the authors' Swin does.
+"""
+from functools import lru_cache
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .inline_attention import check_heads
+
+HW = Tuple[int, int]
+NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
+
+
+@lru_cache(maxsize=64)
+def relative_position_index(win_h: int, win_w: int, table_size: int) -> torch.Tensor:
+    """(win_h*win_w, win_h*win_w) indices into a ((2*table_size-1)**2)-row bias table.
+
+    Windows smaller than ``table_size`` use the central part of the same table.
+    """
+    coords = torch.stack(torch.meshgrid(torch.arange(win_h), torch.arange(win_w), indexing='ij')).flatten(1)
+    rel = coords[:, :, None] - coords[:, None, :] + (table_size - 1)  # (2, n, n), >= 0
+    return rel[0] * (2 * table_size - 1) + rel[1]
+
+
+class WindowMSA(nn.Module):
+    """Softmax attention inside windows with relative position bias.
+
+    Input (B*nW, n, C) tokens of windows of size ``window_hw`` (each side <= window_size,
+    n = Wh*Ww), optional additive mask (nW, n, n) or (B*nW, n, n). Output (B*nW, n, C).
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
+                 qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
+        super().__init__()
+        self.head_dim = check_heads(embed_dims, num_heads, 'WindowMSA')
+        self.num_heads = num_heads
+        self.window_size = window_size
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size - 1) ** 2, num_heads))
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def position_bias(self, window_hw: HW) -> torch.Tensor:
+        """(heads, n, n) bias for a window of ``window_hw``."""
+        index = relative_position_index(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
+        n = window_hw[0] * window_hw[1]
+        return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
+
+    def forward(self, x: torch.Tensor, window_hw: HW, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        bw, n, c = x.shape
+        qkv = self.qkv(x).view(bw, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # (B*nW, h, n, d)
+        bias = self.position_bias(window_hw).unsqueeze(0)  # (1, h, n, n)
+        if mask is not None:  # (nW, n, n) shared by the batch, or (B*nW, n, n)
+            if mask.shape[0] != bw:
+                mask = mask.repeat(bw // mask.shape[0], 1, 1)
+            bias = bias + mask.unsqueeze(1).to(bias.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
+                                             dropout_p=self.attn_drop if self.training else 0.0)
+        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(bw, n, c)))
+
+
+def window_partition(x: torch.Tensor, win: int) -> torch.Tensor:
+    """(B, H, W, C) with H, W multiples of win -> (B*nW, win*win, C)."""
+    b, h, w, c = x.shape
+    x = x.view(b, h // win, win, w // win, win, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, win * win, c)
+
+
+def window_reverse(windows: torch.Tensor, win: int, hw: HW) -> torch.Tensor:
+    """(B*nW, win*win, C) -> (B, H, W, C)."""
+    h, w = hw
+    c = windows.shape[-1]
+    x = windows.view(-1, h // win, w // win, win, win, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, h, w, c)
+
+
+def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device) -> torch.Tensor:
+    """(nW, n, n) additive mask keeping a shifted window's wrapped regions apart."""
+    h, w = hw
+    img = torch.zeros(1, h, w, 1, device=device)
+    label = 0
+    for hs in (slice(0, h - win), slice(h - win, h - shift), slice(h - shift, h)):
+        for ws in (slice(0, w - win), slice(w - win, w - shift), slice(w - shift, w)):
+            img[:, hs, ws, :] = label
+            label += 1
+    ids = window_partition(img, win).squeeze(-1)  # (nW, n)
+    diff = ids.unsqueeze(1) - ids.unsqueeze(2)
+    return torch.zeros_like(diff).masked_fill(diff != 0, NEG_INF)
+
+
+class ShiftWindowMSA(nn.Module):
+    """(Shifted) window attention over a whole H x W grid with padding and cropping.
+
+    Args:
+        shift: shift the windows by half a window (odd blocks).
+        others: see ``WindowMSA``.
+
+    ``x`` (B, H*W, C), ``valid_mask`` optional (B, H*W) bool of real tokens.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7, shift: bool = False,
+                 qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
+        super().__init__()
+        if window_size < 1:
+            raise ValueError(f'window_size must be >= 1, got {window_size}.')
+        self.window_size = window_size
+        self.shift = shift
+        self.w_msa = WindowMSA(embed_dims, num_heads, window_size, qkv_bias, attn_drop, proj_drop)
+
+    def extra_repr(self) -> str:
+        return f'window_size={self.window_size}, shift={self.shift}'
+
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        b, n, c = x.shape
+        h, w = hw_shape
+        win = self.window_size
+        if h <= win and w <= win:  # one window, the grid itself, no shift
+            mask = None
+            if valid_mask is not None:
+                mask = torch.zeros(b, 1, n, n, dtype=x.dtype, device=x.device)
+                mask = mask.masked_fill(~valid_mask.view(b, 1, 1, n), NEG_INF).view(b, n, n)
+            return self.w_msa(x, (h, w), mask)
+
+        grid = x.view(b, h, w, c)
+        pad_h, pad_w = (-h) % win, (-w) % win
+        grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
+        hp, wp = h + pad_h, w + pad_w
+        shift = win // 2 if self.shift else 0
+
+        key_valid = None
+        if pad_h or pad_w or valid_mask is not None:
+            key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
+            key_valid[:, :h, :w] = True if valid_mask is None else valid_mask.view(b, h, w)
+        if shift:
+            grid = torch.roll(grid, (-shift, -shift), dims=(1, 2))
+            if key_valid is not None:
+                key_valid = torch.roll(key_valid, (-shift, -shift), dims=(1, 2))
+
+        windows = window_partition(grid, win)  # (B*nW, n, C)
+        nw = windows.shape[0] // b
+        mask = shift_region_mask((hp, wp), win, shift, x.device) if shift else None  # (nW, n, n)
+        if key_valid is not None:
+            kv = window_partition(key_valid.unsqueeze(-1).to(x.dtype), win).view(b, nw, 1, -1)
+            pad_mask = (1 - kv) * NEG_INF  # (B, nW, 1, n)
+            mask = pad_mask if mask is None else mask.unsqueeze(0) + pad_mask
+            mask = mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
+        out = self.w_msa(windows, (win, win), mask)
+        grid = window_reverse(out, win, (hp, wp))
+        if shift:
+            grid = torch.roll(grid, (shift, shift), dims=(1, 2))
+        return grid[:, :h, :w, :].reshape(b, n, c)

@@ -1,0 +1,3 @@
+placeholder = 1
+def allow_mmengine_checkpoint_types():
+    pass
