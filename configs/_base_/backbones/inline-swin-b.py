@@ -1,0 +1,13 @@
+# InLine-Swin-B backbone: the settings every config for this variant shares.
+# Its ImageNet-1K checkpoint from the authors (top-1 84.1% as they report) goes to
+# checkpoints/inline_swin_b.pth (see checkpoints/README.md); to use another file, pass
+#   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
+inline_backbone = dict(
+    type='InLineSwin',
+    arch='base',
+    init_cfg=dict(type='Pretrained', checkpoint='checkpoints/inline_swin_b.pth'))
+# Output channels of the four stages (strides 4, 8, 16, 32): the neck / head inputs.
+inline_channels = [128, 256, 512, 1024]
+# Stochastic depth for detection, per size: Swin-T/S/B 0.2/0.3/0.3, PVT 0.1 (mmdet's PVT default).
+# The segmentation recipes set their own (configs/_base_/recipes).
+inline_drop_path_rate = 0.3

@@ -1,0 +1,36 @@
+# RetinaNet + FPN, 1x schedule on COCO, with an InLine-Swin backbone (AdamW lr 1e-4,
+# weight decay 0.05, 1000-iteration warm-up, 8 GPUs x 2 images). As in mmdet's Swin
+# RetinaNet, only stages 1-3 feed the FPN (start_level=0 over those three; P6/P7 come
+# from the last input), so no backbone output goes unused.
+_base_ = [
+    'mmdet::_base_/models/retinanet_r50_fpn.py',
+    'mmdet::_base_/datasets/coco_detection.py',
+    'mmdet::_base_/schedules/schedule_1x.py',
+    'mmdet::_base_/default_runtime.py',
+    '../inline_common.py',
+]
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='InLineSwin',
+        window_size=7,
+        out_indices=(1, 2, 3),
+        out_norm=True,
+        frozen_stages=-1,
+        with_cp=False),
+    neck=dict(start_level=0, num_outs=5))
+
+max_epochs = 12
+train_cfg = dict(max_epochs=max_epochs)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
+    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[8, 11], gamma=0.1),
+]
+
+optim_wrapper = dict(
+    type='OptimWrapper',
+    optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
+    paramwise_cfg=_base_.inline_paramwise_cfg)
+
+train_dataloader = dict(batch_size=2)

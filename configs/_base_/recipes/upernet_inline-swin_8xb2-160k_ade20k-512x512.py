@@ -1,0 +1,42 @@
+# UperNet, 160k iterations on ADE20K 512x512, with an InLine-Swin backbone: mmseg's
+# Swin UperNet recipe (AdamW lr 6e-5, weight decay 0.01, 1500-iteration linear warm-up,
+# then poly decay with power 1.0 to 0, 8 GPUs x 2 images, drop path 0.3). A config
+# under configs/upernet/ adds the variant.
+_base_ = [
+    'mmseg::_base_/models/upernet_swin.py',
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py',
+    'mmseg::_base_/schedules/schedule_160k.py',
+    '../inline_common.py',
+]
+
+crop_size = (512, 512)
+data_preprocessor = dict(size=crop_size)
+model = dict(
+    data_preprocessor=data_preprocessor,
+    backbone=dict(
+        _delete_=True,
+        type='InLineSwin',
+        window_size=7,
+        drop_path_rate=0.3,
+        out_indices=(0, 1, 2, 3),
+        out_norm=True,
+        frozen_stages=-1,
+        with_cp=False),
+    decode_head=dict(num_classes=150),
+    auxiliary_head=dict(num_classes=150))
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=0.00006, betas=(0.9, 0.999), weight_decay=0.01),
+    paramwise_cfg=_base_.inline_paramwise_cfg)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
+]
+
+# 8 GPUs x 2 images
+train_dataloader = dict(batch_size=2)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader
