@@ -1,0 +1,189 @@
+"""Shapes, linear cost, gradients, freezing, checkpointing and registration of the backbones."""
+import math
+
+import pytest
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+from torch.utils.flop_counter import FlopCounterMode
+
+from inline_dense.models import InLineAttention, InLinePVT, InLineSwin
+
+INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
+
+
+def expected_shapes(h, w, dims):
+    shapes, sh, sw = [], math.ceil(h / 4), math.ceil(w / 4)
+    for i, d in enumerate(dims):
+        shapes.append((1, d, sh, sw))
+        sh, sw = math.ceil(sh / 2), math.ceil(sw / 2)
+    return shapes
+
+
+@pytest.mark.parametrize('arch,dims', [
+    ('tiny', [96, 192, 384, 768]), ('small', [96, 192, 384, 768]), ('base', [128, 256, 512, 1024])])
+def test_swin_arch_shapes(arch, dims):
+    model = InLineSwin(arch=arch).eval()
+    for h, w in INPUTS:
+        with torch.no_grad():
+            outs = model(torch.randn(1, 3, h, w))
+        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
+        assert all(torch.isfinite(o).all() for o in outs)
+
+
+@pytest.mark.parametrize('arch', ['tiny', 'small', 'medium', 'large'])
+def test_pvt_arch_shapes(arch):
+    model = InLinePVT(arch=arch).eval()
+    for h, w in INPUTS:
+        with torch.no_grad():
+            outs = model(torch.randn(1, 3, h, w))
+        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, [64, 128, 320, 512])
+
+
+def test_arch_presets_and_overrides():
+    swin = InLineSwin(arch='base')
+    assert [len(s.blocks) for s in swin.stages] == [2, 2, 18, 2]
+    # 'IIMS2': stage 2 has 2 InLine blocks, then softmax ones
+    assert swin.attn_kinds[2][:3] == ['I', 'I', 'S'] and swin.attn_kinds[3] == ['S', 'S']
+    assert isinstance(swin.stages[0].blocks[0].attn, InLineAttention)
+    assert InLineSwin(arch='tiny').attn_kinds == [['I'] * 2, ['I'] * 2, ['I'] * 6, ['S'] * 2]
+    assert InLineSwin(arch='small').attn_kinds[2] == ['S'] * 18
+    custom = InLineSwin(arch='tiny', embed_dims=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8),
+                        attn_type='SIII', out_indices=(1, 3))
+    outs = custom(torch.randn(2, 3, 64, 96))
+    assert [tuple(o.shape) for o in outs] == [(2, 64, 8, 12), (2, 256, 2, 3)]
+    pvt = InLinePVT(arch='small', attn_type='IISS')
+    assert [len(s.blocks) for s in pvt.stages] == [3, 4, 6, 3]
+    assert type(pvt.stages[2].blocks[0].attn).__name__ == 'SRAttention'
+    assert pvt.stages[2].blocks[0].attn.sr_ratio == 2
+
+
+def test_inline_blocks_are_global_at_any_resolution():
+    """A change at one corner reaches the opposite corner within one InLine layer."""
+    attn = InLineAttention(32, 2).eval()
+    x = torch.randn(1, 30 * 50, 32)
+    y = x.clone()
+    y[0, 0] += 1.0
+    with torch.no_grad():
+        d = (attn(x, (30, 50)) - attn(y, (30, 50))).abs()
+    assert d[0, -1].max() > 1e-6
+
+
+@pytest.mark.parametrize('kernel', ['identity', 'relu', 'leakyrelu', 'exp'])
+def test_kernels_run(kernel):
+    attn = InLineAttention(16, 2, kernel=kernel)
+    out = attn(torch.randn(2, 12, 16) * 0.5, (3, 4))
+    assert out.shape == (2, 12, 16) and torch.isfinite(out).all()
+
+
+def attention_costs(module, hw, channels):
+    """(FLOPs, bytes saved for backward) of one forward at an hw grid."""
+    x = torch.randn(1, hw[0] * hw[1], channels, requires_grad=True)
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with FlopCounterMode(display=False) as counter, saved_tensors_hooks(pack, lambda t: t):
+        module(x, hw)
+    return counter.get_total_flops(), sum(saved)
+
+
+class GlobalSoftmax(torch.nn.Module):
+    """Quadratic reference, to show the linearity check can fail."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.qkv = torch.nn.Linear(c, 3 * c)
+
+    def forward(self, x, hw):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        return torch.softmax(q @ k.transpose(1, 2), -1) @ v
+
+
+def test_inline_attention_cost_is_linear_in_tokens():
+    attn = InLineAttention(48, 3)
+    f1, m1 = attention_costs(attn, (32, 48), 48)
+    f4, m4 = attention_costs(attn, (64, 96), 48)
+    assert 3.8 < f4 / f1 < 4.2, f4 / f1
+    assert 3.7 < m4 / m1 < 4.2, m4 / m1  # below 4 by the weights saved at both sizes
+    s1, sm1 = attention_costs(GlobalSoftmax(48), (16, 24), 48)
+    s4, sm4 = attention_costs(GlobalSoftmax(48), (32, 48), 48)
+    assert s4 / s1 > 8 and sm4 / sm1 > 8
+
+
+@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+def test_gradients_reach_every_parameter(cls):
+    model = tiny(cls, drop_path_rate=0.0)
+    outs = model(torch.randn(2, 3, 64, 80))
+    sum(o.square().mean() for o in outs).backward()
+    no_grad = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert no_grad == []
+
+
+def tiny(cls, **kw):
+    if cls is InLineSwin:
+        return InLineSwin(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1', **kw)
+    return InLinePVT(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
+                     attn_type='IISS', **kw)
+
+
+@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+@pytest.mark.parametrize('frozen', [0, 1, 2, 4])
+def test_frozen_stages_have_no_trainable_parameters(cls, frozen):
+    model = tiny(cls, frozen_stages=frozen)
+    model.train()
+    frozen_mods = list(model.stages[:frozen]) + [model.out_norms[str(i)] for i in range(frozen)]
+    if cls is InLineSwin:
+        frozen_mods.append(model.patch_embed)
+    for mod in frozen_mods:
+        assert not any(p.requires_grad for p in mod.parameters())
+        assert not mod.training
+    later = list(model.stages[frozen:])
+    assert all(p.requires_grad for m in later for p in m.parameters())
+
+
+@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+def test_with_cp_gives_same_outputs_and_gradients(cls):
+    torch.manual_seed(0)
+    plain = tiny(cls, drop_path_rate=0.0)
+    cp = tiny(cls, drop_path_rate=0.0, with_cp=True)
+    cp.load_state_dict(plain.state_dict())
+    x = torch.randn(1, 3, 64, 72)
+    grads = []
+    for model in (plain, cp):
+        outs = model(x)
+        sum(o.sum() for o in outs).backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        with torch.no_grad():
+            grads[-1]['outs'] = torch.cat([o.flatten() for o in model(x)])
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('kwargs,words', [
+    (dict(arch='huge'), ["unknown arch 'huge'", 'tiny']),
+    (dict(attn_type='IIS'), ['too short']),
+    (dict(attn_type='IIXS'), ["unknown letter(s) ['X']"]),
+    (dict(attn_type='IIMS9'), ['from 1 to 5']),
+    (dict(kernel='softplus'), ["unknown kernel 'softplus'", 'identity']),
+])
+def test_bad_settings_raise_clear_errors(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        InLineSwin(**kwargs)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_registered_in_mmdet_and_mmseg():
+    pytest.importorskip('mmdet')
+    pytest.importorskip('mmseg')
+    import inline_dense  # noqa: F401
+    from mmdet.registry import MODELS as DET
+    from mmseg.registry import MODELS as SEG
+    for registry in (DET, SEG):
+        assert registry.get('InLineSwin') is InLineSwin and registry.get('InLinePVT') is InLinePVT
+    model = DET.build(dict(type='InLinePVT', arch='tiny', depths=(1, 1, 1, 1)))
+    assert isinstance(model, InLinePVT)
+    model = SEG.build(dict(type='InLineSwin', arch='tiny', depths=(1, 1, 1, 1), attn_type='IIIS'))
+    assert isinstance(model, InLineSwin)

@@ -1,0 +1,31 @@
+#!/usr/bin/env python
+"""Convert an authors' InLine ImageNet checkpoint into a backbone checkpoint, once.
+
+    python tools/convert_checkpoint.py inline_swin_t.pth checkpoints/inline_swin_t_backbone.pth
+
+The result loads through ``init_cfg=dict(type='Pretrained', checkpoint=...)`` exactly
+like the original file (which loads directly too; converting only saves the work
+at every start and drops the classification head from the file).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from inline_dense.checkpoint.convert import convert_file  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...})")
+    parser.add_argument('dst', help='where to write the backbone checkpoint')
+    parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT'])
+    args = parser.parse_args()
+    name, kept, dropped = convert_file(args.src, args.dst, args.backbone)
+    print(f'{name}: wrote {kept} tensors to {args.dst} (dropped {dropped}: classification head, '
+          f'derived buffers)')
+
+
+if __name__ == '__main__':
+    main()
