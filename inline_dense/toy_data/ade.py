@@ -1,0 +1,105 @@
+"""Toy ADE20K: a sky / ground scene with coloured shapes, in ADE20K's layout.
+
+    ROOT/images/{training,validation}/ADE_{train,val}_00000001.jpg ...
+    ROOT/annotations/{training,validation}/ADE_{train,val}_00000001.png
+    ROOT/toy_meta.json
+
+Label maps follow ADE20K: 0 = unlabelled (here: a thin band along every object
+outline), 1..K = TOY_ADE_CLASSES; mmseg's ADE20KDataset (reduce_zero_label=True)
+turns 0 into the ignore index and k into k - 1.
+"""
+import os
+import os.path as osp
+from typing import List, Optional, Sequence, Tuple, Union
+
+import cv2
+import numpy as np
+
+from .folder import build_folder, read_stamp
+from .shapes import (SHAPES, default_object_size, draw_object, finish, noisy_background, object_mask,
+                     place_objects)
+
+TOY_ADE_CLASSES: Tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
+TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(120, 170, 230), (140, 110, 70)] + [
+    SHAPES[c][0] for c in TOY_ADE_CLASSES[2:]]
+DEFAULT_ADE_ROOT = 'data/toy_ade'
+GENERATOR_VERSION = 1
+SPLITS = {'training': ('train', 0), 'validation': ('val', 1)}
+
+
+def ade_settings(num_train: int = 200, num_val: int = 40, image_size: Union[int, Sequence[int]] = 128,
+                 objects_per_image: Sequence[int] = (1, 4), object_size: Optional[Sequence[int]] = None,
+                 seed: int = 0) -> dict:
+    """Checked, JSON-able generator settings.
+
+    image_size: int or (height, width). object_size: (min, max) diameter of the objects in
+    pixels; default 5/32 to 15/32 of the shorter side (20-60 px on 128 px images).
+    """
+    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    if object_size is None:
+        object_size = default_object_size(min(h, w))
+    lo, hi = (int(v) for v in object_size)
+    if not 4 <= lo <= hi or hi > min(h, w) - 4:
+        raise ValueError(f'toy ADE: object_size {tuple(object_size)} must satisfy 4 <= min <= max <= '
+                         f'image side - 4 = {min(h, w) - 4}.')
+    if num_train < 1 or num_val < 1:
+        raise ValueError(f'toy ADE: need at least one image per split (got num_train={num_train}, '
+                         f'num_val={num_val}).')
+    return dict(kind='ade', version=GENERATOR_VERSION, num_train=int(num_train), num_val=int(num_val),
+                image_size=[int(h), int(w)], objects_per_image=[int(v) for v in objects_per_image],
+                object_size=[lo, hi], seed=int(seed), classes=list(TOY_ADE_CLASSES))
+
+
+def render_scene(settings: dict, split: str, index: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Scene ``index`` of ``split``: (H, W, 3) uint8 RGB image and (H, W) uint8 label map (0..K)."""
+    rng = np.random.default_rng([settings['seed'], SPLITS[split][1], index])
+    h, w = settings['image_size']
+    label = np.zeros((h, w), np.uint8)
+    # wavy horizon between 30% and 60% of the height
+    cols = np.arange(w)
+    horizon = (h * rng.uniform(0.3, 0.6) + h * 0.06 * np.sin(cols / w * 2 * np.pi * rng.uniform(0.5, 2)
+                                                               + rng.uniform(0, 2 * np.pi)))
+    is_sky = np.arange(h)[:, None] < horizon[None, :]
+    sky = noisy_background(rng, h, w, base=TOY_ADE_PALETTE[0])
+    ground = noisy_background(rng, h, w, base=TOY_ADE_PALETTE[1])
+    image = np.where(is_sky[..., None], sky, ground)
+    label[is_sky] = 1 + TOY_ADE_CLASSES.index('sky')
+    label[~is_sky] = 1 + TOY_ADE_CLASSES.index('ground')
+    lo, hi = settings['objects_per_image']
+    objects = place_objects(rng, h, w, int(rng.integers(lo, hi + 1)), tuple(settings['object_size']),
+                            TOY_ADE_CLASSES[2:])
+    kernel = np.ones((3, 3), np.uint8)
+    for obj in objects:
+        draw_object(image, obj, rng)
+        mask = object_mask(obj, h, w)
+        edge = cv2.dilate(mask.astype(np.uint8), kernel).astype(bool) & ~cv2.erode(
+            mask.astype(np.uint8), kernel).astype(bool)
+        label[mask] = 1 + TOY_ADE_CLASSES.index(obj.name)
+        label[edge] = 0  # anti-aliased outline: unlabelled, as ADE20K leaves many boundaries
+    return finish(image, rng), label
+
+
+def make_toy_ade(root: str = DEFAULT_ADE_ROOT, force: bool = False, **kwargs) -> str:
+    """Generates the toy ADE20K folder at ``root`` unless it exists; returns its absolute path.
+
+    kwargs: see ``ade_settings``. Deterministic: the same settings give the same files.
+    """
+    settings = ade_settings(**kwargs)
+
+    def fill(tmp: str) -> None:
+        for split, (short, _) in SPLITS.items():
+            img_dir, ann_dir = osp.join(tmp, 'images', split), osp.join(tmp, 'annotations', split)
+            os.makedirs(img_dir)
+            os.makedirs(ann_dir)
+            for k in range(settings['num_train' if short == 'train' else 'num_val']):
+                image, label = render_scene(settings, split, k)
+                stem = f'ADE_{short}_{k + 1:08d}'
+                cv2.imwrite(osp.join(img_dir, stem + '.jpg'), image[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 92])
+                cv2.imwrite(osp.join(ann_dir, stem + '.png'), label)
+
+    root = build_folder(root, settings, fill, force=force)
+    existing = read_stamp(root)
+    if existing is not None and existing.get('kind') != 'ade':
+        raise FileExistsError(f'{root} holds toy data of kind {existing.get("kind")!r}, not toy ADE20K; '
+                              f'choose another folder.')
+    return root

@@ -1,0 +1,105 @@
+"""Toy COCO: coloured circles / squares / triangles on noisy backgrounds, in COCO's layout.
+
+    ROOT/train2017/000000000001.jpg ...
+    ROOT/val2017/000000100001.jpg ...
+    ROOT/annotations/instances_{train,val}2017.json   (polygons, bbox, area, iscrowd)
+    ROOT/toy_meta.json                                 (the settings used)
+"""
+import json
+import os
+import os.path as osp
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import cv2
+import numpy as np
+
+from .folder import build_folder, read_stamp
+from .shapes import (SHAPES, ToyObject, default_object_size, draw_object, finish, noisy_background,
+                     place_objects)
+
+TOY_COCO_CLASSES: Tuple[str, ...] = ('circle', 'square', 'triangle')
+TOY_COCO_PALETTE: List[Tuple[int, int, int]] = [SHAPES[c][0] for c in TOY_COCO_CLASSES]
+DEFAULT_COCO_ROOT = 'data/toy_coco'
+GENERATOR_VERSION = 1
+SPLITS = {'train': 0, 'val': 1}
+
+
+def coco_settings(num_train: int = 400, num_val: int = 50, image_size: Union[int, Sequence[int]] = 128,
+                  objects_per_image: Sequence[int] = (1, 4), object_size: Optional[Sequence[int]] = None,
+                  seed: int = 0) -> dict:
+    """Checked, JSON-able generator settings.
+
+    image_size: int or (height, width). object_size: (min, max) diameter of the objects in
+    pixels; default 5/32 to 15/32 of the shorter side (20-60 px on 128 px images).
+    """
+    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    if object_size is None:
+        object_size = default_object_size(min(h, w))
+    lo, hi = (int(v) for v in object_size)
+    if not 4 <= lo <= hi or hi > min(h, w) - 4:
+        raise ValueError(f'toy COCO: object_size {tuple(object_size)} must satisfy 4 <= min <= max <= '
+                         f'image side - 4 = {min(h, w) - 4}.')
+    if num_train < 1 or num_val < 1:
+        raise ValueError(f'toy COCO: need at least one image per split (got num_train={num_train}, '
+                         f'num_val={num_val}).')
+    return dict(kind='coco', version=GENERATOR_VERSION, num_train=int(num_train), num_val=int(num_val),
+                image_size=[int(h), int(w)], objects_per_image=[int(v) for v in objects_per_image],
+                object_size=[lo, hi], seed=int(seed), classes=list(TOY_COCO_CLASSES))
+
+
+def render_image(settings: dict, split: str, index: int) -> Tuple[np.ndarray, List[ToyObject]]:
+    """Image ``index`` of ``split``: (H, W, 3) uint8 RGB and its objects. Pure function of its args."""
+    rng = np.random.default_rng([settings['seed'], SPLITS[split], index])
+    h, w = settings['image_size']
+    lo, hi = settings['objects_per_image']
+    objects = place_objects(rng, h, w, int(rng.integers(lo, hi + 1)), tuple(settings['object_size']),
+                            TOY_COCO_CLASSES)
+    image = noisy_background(rng, h, w)
+    for obj in objects:
+        draw_object(image, obj, rng)
+    return finish(image, rng), objects
+
+
+def _split_json(settings: dict, split: str, img_dir: str) -> Dict:
+    num = settings[f'num_{split}']
+    first_id = 1 + SPLITS[split] * 100000  # ids disjoint across splits, like COCO's
+    images, annotations = [], []
+    cat_id = {name: i + 1 for i, name in enumerate(TOY_COCO_CLASSES)}
+    for k in range(num):
+        image, objects = render_image(settings, split, k)
+        img_id = first_id + k
+        file_name = f'{img_id:012d}.jpg'
+        cv2.imwrite(osp.join(img_dir, file_name), image[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 92])
+        images.append(dict(id=img_id, file_name=file_name, height=image.shape[0], width=image.shape[1]))
+        for obj in objects:
+            annotations.append(dict(id=len(annotations) + 1 + SPLITS[split] * 1000000, image_id=img_id,
+                                    category_id=cat_id[obj.name], segmentation=obj.coco_segmentation(),
+                                    area=round(obj.area, 2), bbox=[round(v, 2) for v in obj.bbox_xywh],
+                                    iscrowd=0))
+    categories = [dict(id=i, name=name, supercategory='shape') for name, i in cat_id.items()]
+    info = dict(description='inline_dense toy COCO (synthetic)', version=str(GENERATOR_VERSION))
+    return dict(info=info, licenses=[], images=images, annotations=annotations, categories=categories)
+
+
+def make_toy_coco(root: str = DEFAULT_COCO_ROOT, force: bool = False, **kwargs) -> str:
+    """Generates the toy COCO folder at ``root`` unless it exists; returns its absolute path.
+
+    kwargs: see ``coco_settings``. Deterministic: the same settings give the same files.
+    """
+    settings = coco_settings(**kwargs)
+
+    def fill(tmp: str) -> None:
+        os.makedirs(osp.join(tmp, 'annotations'))
+        for split in SPLITS:
+            img_dir = osp.join(tmp, f'{split}2017')
+            os.makedirs(img_dir)
+            data = _split_json(settings, split, img_dir)
+            with open(osp.join(tmp, 'annotations', f'instances_{split}2017.json'), 'w') as f:
+                json.dump(data, f)
+
+    root = build_folder(root, settings, fill, force=force)
+    existing = read_stamp(root)
+    if existing is not None and existing.get('kind') != 'coco':
+        raise FileExistsError(f'{root} holds toy data of kind {existing.get("kind")!r}, not toy COCO; '
+                              f'choose another folder.')
+    return root

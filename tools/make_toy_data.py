@@ -1,0 +1,54 @@
+"""Generate the bundled toy datasets (deterministic; the toy configs also do it on first use).
+
+    python tools/make_toy_data.py                     # data/toy_coco and data/toy_ade
+    python tools/make_toy_data.py coco --root /tmp/toy_coco --num-train 50 --num-val 10
+    python tools/make_toy_data.py ade --force         # regenerate data/toy_ade
+"""
+import argparse
+import os.path as osp
+import sys
+import time
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K datasets')
+    parser.add_argument('which', nargs='?', choices=['coco', 'ade', 'all'], default='all')
+    parser.add_argument('--root', help='output folder (default data/toy_coco or data/toy_ade); '
+                                       'only with a single dataset')
+    parser.add_argument('--num-train', type=int, help='training images')
+    parser.add_argument('--num-val', type=int, help='validation images')
+    parser.add_argument('--image-size', type=int, help='side of the square images in pixels (128)')
+    parser.add_argument('--seed', type=int, help='random seed (0)')
+    parser.add_argument('--force', action='store_true', help='regenerate an existing toy folder')
+    args = parser.parse_args(argv)
+    if args.root and args.which == 'all':
+        parser.error('--root needs a single dataset: coco or ade')
+
+    try:
+        from inline_dense import toy_data
+    except ImportError:
+        sys.path.insert(0, ROOT)
+        from inline_dense import toy_data
+
+    kwargs = {k: v for k, v in dict(num_train=args.num_train, num_val=args.num_val,
+                                     image_size=args.image_size, seed=args.seed).items() if v is not None}
+    jobs = {'coco': (toy_data.make_toy_coco, toy_data.coco_settings, toy_data.DEFAULT_COCO_ROOT),
+            'ade': (toy_data.make_toy_ade, toy_data.ade_settings, toy_data.DEFAULT_ADE_ROOT)}
+    for name in (['coco', 'ade'] if args.which == 'all' else [args.which]):
+        make, settings, default_root = jobs[name]
+        root = args.root or default_root
+        existed = osp.isdir(root)
+        t0 = time.time()
+        out = make(root, force=args.force, **kwargs)
+        stamp = toy_data.read_stamp(out)
+        verb = 'kept existing' if existed and not args.force else f'wrote in {time.time() - t0:.1f} s'
+        print(f'toy {name}: {out} ({verb}; {stamp["num_train"]} train / {stamp["num_val"]} val images, '
+              f'{stamp["image_size"][0]}x{stamp["image_size"][1]}, classes {", ".join(stamp["classes"])})')
+        if stamp != settings(**kwargs):
+            print('  note: it was generated with other settings than these; add --force to regenerate it')
+
+
+if __name__ == '__main__':
+    main()
