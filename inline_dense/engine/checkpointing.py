@@ -1,0 +1,137 @@
+"""Checkpoints that survive a kill: atomic writes and a resume that skips broken files.
+
+mmengine's ``CheckpointHook`` writes ``epoch_N.pth`` in place, then the ``last_checkpoint``
+pointer in place, and with ``max_keep_ckpts`` it deletes the oldest kept checkpoint
+*before* writing the new one. A process killed during the write leaves a truncated
+``epoch_N.pth``; killed while writing the pointer it leaves an empty ``last_checkpoint``;
+with ``max_keep_ckpts=1`` it can leave the pointer naming a deleted file. ``--resume``
+then fails or, worse, reads a broken file.
+
+``AtomicCheckpointHook`` writes each checkpoint to a temporary file in the same directory,
+flushes it to disk and renames it into place (``os.replace`` is atomic on POSIX), then
+replaces the pointer the same way, and only then deletes old checkpoints. Before a resume
+it checks the checkpoint the pointer names and falls back to the newest complete one.
+
+Config: ``default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', interval=1))``.
+"""
+import glob
+import os
+import os.path as osp
+import re
+import zipfile
+from typing import Optional
+
+from mmengine.dist import is_main_process
+from mmengine.fileio.backends import LocalBackend
+from mmengine.hooks import CheckpointHook
+from mmengine.logging import print_log
+from mmengine.registry import HOOKS
+
+TMP_PREFIX = '.tmp-'
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Writes ``text`` to ``path`` so that readers see the old or the new content, never a part."""
+    tmp = osp.join(osp.dirname(path) or '.', f'{TMP_PREFIX}{osp.basename(path)}.{os.getpid()}')
+    with open(tmp, 'w') as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def is_complete_checkpoint(path: Optional[str]) -> bool:
+    """Cheap check that ``path`` is a whole ``torch.save`` file (zip format, readable directory).
+
+    A truncated write loses the zip central directory at the end of the file, so opening
+    it fails; the tensors are not read.
+    """
+    if not path or not osp.isfile(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return any(name.endswith('data.pkl') for name in zf.namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
+def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pth') -> Optional[str]:
+    """The complete checkpoint with the highest step named like ``filename_tmpl`` in ``directory``."""
+    pattern = re.compile('^' + re.escape(filename_tmpl).replace(r'\{\}', r'(\d+)') + '$')
+    found = []
+    for path in glob.glob(osp.join(directory, '*')):
+        m = pattern.match(osp.basename(path))
+        if m:
+            found.append((int(m.group(1)), path))
+    for _, path in sorted(found, reverse=True):
+        if is_complete_checkpoint(path):
+            return path
+    return None
+
+
+@HOOKS.register_module()
+class AtomicCheckpointHook(CheckpointHook):
+    """``CheckpointHook`` whose periodic checkpoints and ``last_checkpoint`` are written atomically.
+
+    Same arguments as mmengine's ``CheckpointHook``. On a local ``out_dir`` each checkpoint
+    goes to a temporary file that is renamed into place once complete; ``last_checkpoint``
+    is replaced the same way; old checkpoints (``max_keep_ckpts``) are deleted afterwards.
+    Other storage backends fall back to the parent's behaviour.
+    """
+
+    def before_run(self, runner) -> None:
+        super().before_run(runner)
+        if getattr(runner, '_resume', False) and getattr(runner, '_load_from', None) is None:
+            self._check_resume_target(runner)
+
+    def _check_resume_target(self, runner) -> None:
+        pointer = osp.join(runner.work_dir, 'last_checkpoint')
+        if not osp.exists(pointer):
+            return
+        with open(pointer) as f:
+            target = f.read().strip()
+        if is_complete_checkpoint(target):
+            return
+        directory = osp.dirname(target) if target else runner.work_dir
+        fallback = newest_complete_checkpoint(directory, self.filename_tmpl)
+        if fallback is None:
+            raise RuntimeError(
+                f'--resume: {pointer} names {target!r}, which is missing or truncated, and no complete '
+                f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
+                f'good checkpoint, or delete {pointer} to train from scratch.')
+        print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
+                  f'resuming from {fallback} instead.', logger='current', level=30)
+        runner._load_from = fallback  # mmengine resumes from load_from when resume=True
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        if not isinstance(self.file_backend, LocalBackend):
+            return super()._save_checkpoint_with_step(runner, step, meta)
+        ckpt_filename = self.filename_tmpl.format(step)
+        self.last_ckpt = osp.join(self.out_dir, ckpt_filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        tmp_name = f'{TMP_PREFIX}{ckpt_filename}'
+        runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
+                               save_optimizer=self.save_optimizer,
+                               save_param_scheduler=self.save_param_scheduler, meta=meta,
+                               by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        if not is_main_process():
+            return
+        tmp_path = osp.join(self.out_dir, tmp_name)
+        with open(tmp_path, 'rb+') as f:
+            os.fsync(f.fileno())
+        os.replace(tmp_path, self.last_ckpt)
+        atomic_write_text(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
+        self._forget_old(runner, step)
+
+    def _forget_old(self, runner, step: int) -> None:
+        """Deletes the checkpoints beyond ``max_keep_ckpts``, now that the new one is safe."""
+        if self.max_keep_ckpts <= 0:
+            return
+        kept = [s for s in self.keep_ckpt_ids if s != step] + [step]
+        while len(kept) > self.max_keep_ckpts:
+            old = osp.join(self.out_dir, self.filename_tmpl.format(kept.pop(0)))
+            if osp.isfile(old):
+                os.remove(old)
+        self.keep_ckpt_ids.clear()
+        self.keep_ckpt_ids.extend(kept)
+        runner.message_hub.update_info('keep_ckpt_ids', kept)

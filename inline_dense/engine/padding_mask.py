@@ -1,0 +1,158 @@
+"""Hands each image's real size to the InLine backbones of a detector or segmentor.
+
+MMDetection and MMSegmentation pad every image of a batch to the largest one (and to
+the size divisor). Global InLine attention sums over all tokens, so without a mask the
+padding of a batch-mate changes an image's features. The data samples already carry
+each image's size before padding (``img_shape``); this module reads it at the start of
+every forward of the whole model and passes it to the backbones as ``valid_hw``.
+
+Two entry points:
+
+* ``enable_padding_mask(model)`` for scripts using ``mmdet.apis`` / ``mmseg.apis``;
+* the ``InLinePaddingMaskHook`` (``custom_hooks=[dict(type='InLinePaddingMaskHook')]``)
+  for training and testing with a Runner.
+"""
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.model import is_model_wrapper
+from mmengine.registry import HOOKS
+from torch import nn
+
+from ..models.backbone_base import InLineBackboneBase
+
+HW = Tuple[int, int]
+_HANDLE_ATTR = '_inline_padding_mask'
+
+
+def image_shapes(data_samples: Any) -> Optional[List[HW]]:
+    """``[(h, w), ...]`` from the ``img_shape`` of each data sample, or None if any lacks one.
+
+    Works for mmdet ``DetDataSample``, mmseg ``SegDataSample`` (both keep ``img_shape``, the
+    image size before batch padding) and plain dicts of meta information.
+    """
+    if not isinstance(data_samples, (list, tuple)) or not data_samples:
+        return None
+    shapes = []
+    for sample in data_samples:
+        meta = sample if isinstance(sample, dict) else getattr(sample, 'metainfo', None)
+        if not isinstance(meta, dict) or meta.get('img_shape') is None:
+            return None
+        h, w = meta['img_shape'][:2]
+        shapes.append((int(h), int(w)))
+    return shapes
+
+
+class PaddingMaskHandle:
+    """The hooks ``enable_padding_mask`` installed; ``remove()`` uninstalls them.
+
+    Between the start and the end of one forward of the whole model it holds the padded
+    batch size ``batch_hw`` and each image's ``valid_hw``. A backbone call receives them
+    only if its input is that very batch (same batch size and spatial size), so a backbone
+    run on crops (slide inference) or on other tensors is left alone.
+    """
+
+    def __init__(self, model: nn.Module, backbones: List[nn.Module]) -> None:
+        self.backbones = backbones
+        self.batch_hw: Optional[HW] = None
+        self.valid_hw: Optional[List[HW]] = None
+        self._handles = [
+            model.register_forward_pre_hook(self._before_model, with_kwargs=True),
+            model.register_forward_hook(self._after_model, always_call=True),
+        ]
+        self._handles += [b.register_forward_pre_hook(self._before_backbone, with_kwargs=True)
+                          for b in backbones]
+        self._model = model
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if getattr(self._model, _HANDLE_ATTR, None) is self:
+            delattr(self._model, _HANDLE_ATTR)
+
+    def _before_model(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> None:
+        inputs = kwargs.get('inputs', args[0] if args else None)
+        samples = kwargs.get('data_samples', args[1] if len(args) > 1 else None)
+        shapes = image_shapes(samples)
+        if isinstance(inputs, torch.Tensor) and inputs.ndim == 4 and shapes and len(shapes) == inputs.shape[0]:
+            self.batch_hw, self.valid_hw = (int(inputs.shape[-2]), int(inputs.shape[-1])), shapes
+        else:
+            self.batch_hw = self.valid_hw = None
+
+    def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:
+        self.batch_hw = self.valid_hw = None
+
+    def _before_backbone(self, module: nn.Module, args: tuple,
+                         kwargs: Dict[str, Any]) -> Optional[Tuple[tuple, Dict[str, Any]]]:
+        if self.valid_hw is None or len(args) != 1 or kwargs.get('valid_hw') is not None:
+            return None
+        x = args[0]
+        if (not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[0] != len(self.valid_hw)
+                or (int(x.shape[-2]), int(x.shape[-1])) != self.batch_hw):
+            return None
+        return args, dict(kwargs, valid_hw=self.valid_hw)
+
+
+def inline_backbones(model: nn.Module) -> List[nn.Module]:
+    """Every InLineSwin / InLinePVT inside ``model`` (the model itself included)."""
+    return [m for m in model.modules() if isinstance(m, InLineBackboneBase)]
+
+
+def enable_padding_mask(model: nn.Module) -> PaddingMaskHandle:
+    """Makes the InLine backbones of ``model`` ignore batch padding. Idempotent.
+
+    ``model`` is a detector or segmentor (or a wrapper such as DDP, whose ``module`` is
+    used) called as ``model(inputs, data_samples, mode=...)``, e.g. through ``test_step``.
+    Returns the handle; ``handle.remove()`` restores the plain behaviour.
+    """
+    if is_model_wrapper(model):
+        model = model.module
+    handle = getattr(model, _HANDLE_ATTR, None)
+    if isinstance(handle, PaddingMaskHandle):
+        return handle
+    handle = PaddingMaskHandle(model, inline_backbones(model))
+    object.__setattr__(model, _HANDLE_ATTR, handle)
+    return handle
+
+
+@HOOKS.register_module()
+class InLinePaddingMaskHook(Hook):
+    """Runner hook: before training, validation and testing, ``enable_padding_mask(runner.model)``.
+
+    Config: ``custom_hooks = [dict(type='InLinePaddingMaskHook')]``.
+    """
+
+    priority = 'NORMAL'
+
+    def _enable(self, runner) -> None:
+        handle = enable_padding_mask(runner.model)
+        if not handle.backbones and not getattr(self, '_warned', False):
+            self._warned = True
+            print_log('InLinePaddingMaskHook: the model has no InLineSwin / InLinePVT backbone; '
+                      'the hook does nothing (remove it from custom_hooks).', logger='current', level=30)
+
+    def before_train(self, runner) -> None:
+        self._enable(runner)
+
+    def before_val(self, runner) -> None:
+        self._enable(runner)
+
+    def before_test(self, runner) -> None:
+        self._enable(runner)
+
+
+def padded_batch(images: Sequence[torch.Tensor], size_divisor: int = 1,
+                 pad_value: float = 0.0) -> Tuple[torch.Tensor, List[HW]]:
+    """Pads (C, H_i, W_i) images bottom/right to one (B, C, H, W) batch, as the data
+    preprocessors do; returns it with the real sizes, ready for ``backbone(x, valid_hw)``."""
+    hs = [im.shape[-2] for im in images]
+    ws = [im.shape[-1] for im in images]
+    h = -(-max(hs) // size_divisor) * size_divisor
+    w = -(-max(ws) // size_divisor) * size_divisor
+    batch = images[0].new_full((len(images), images[0].shape[0], h, w), pad_value)
+    for i, im in enumerate(images):
+        batch[i, :, :im.shape[-2], :im.shape[-1]] = im
+    return batch, list(zip(hs, ws))

@@ -1,0 +1,163 @@
+"""An image gives the same features and detections alone and batched with a larger image.
+
+MMDetection pads every image of a batch to the largest one (and to size_divisor 32);
+InLine attention is global, so without a mask the padding changes an image's features.
+"""
+import math
+from typing import List, Sequence, Tuple
+
+import pytest
+import torch
+
+from inline_dense.engine import enable_padding_mask, image_shapes, padded_batch
+from inline_dense.models import InLinePVT, InLineSwin
+
+STRIDES = (4, 8, 16, 32)
+TOL = 1e-4
+
+
+def swin() -> InLineSwin:
+    # 'ISMS1': InLine and (shifted) window blocks in every position that matters; window 4
+    # so that even these small images have several (shifted) windows in every stage.
+    m = InLineSwin(embed_dims=32, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='ISMS1',
+                   window_size=4, drop_path_rate=0.0)
+    m.init_weights()
+    return m.eval()
+
+
+def pvt(attn_type: str = 'SIIS') -> InLinePVT:
+    m = InLinePVT(embed_dims=(16, 32, 64, 128), depths=(2, 1, 1, 2), num_heads=(1, 2, 4, 8),
+                  mlp_ratios=(2, 2, 2, 2), attn_type=attn_type, drop_path_rate=0.0)
+    m.init_weights()
+    return m.eval()
+
+
+def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: Tuple[int, int],
+                       index_a: int = 0, index_b: int = 0) -> List[float]:
+    """Per stage, max |a - b| over the tokens that cover the image's real pixels."""
+    errs = []
+    for fa, fb, s in zip(a, b, STRIDES):
+        h, w = math.ceil(hw[0] / s), math.ceil(hw[1] / s)
+        errs.append((fa[index_a, :, :h, :w] - fb[index_b, :, :h, :w]).abs().max().item())
+    return errs
+
+
+@pytest.fixture
+def images():
+    g = torch.Generator().manual_seed(0)
+    small = torch.randn(3, 100, 132, generator=g)  # not a multiple of 32: padded even alone
+    exact = torch.randn(3, 96, 128, generator=g)  # a multiple of 32: no mask when alone
+    big = torch.randn(3, 160, 224, generator=g)
+    return small, exact, big
+
+
+@pytest.mark.parametrize('build', [swin, pvt, lambda: pvt('IIII')], ids=['swin-ISMS1', 'pvt-SIIS', 'pvt-IIII'])
+def test_backbone_features_do_not_depend_on_batch(build, images):
+    torch.manual_seed(0)
+    model = build()
+    small, exact, big = images
+    with torch.no_grad():
+        for img in (small, exact):
+            x1, v1 = padded_batch([img], size_divisor=32)  # as mmdet's preprocessor does alone
+            x2, v2 = padded_batch([big, img], size_divisor=32)
+            alone = model(x1, v1)
+            batched = model(x2, v2)
+            errs = valid_region_error(alone, batched, img.shape[-2:], 0, 1)
+            assert max(errs) < TOL, f'{tuple(img.shape)}: per-stage max error {errs}'
+            # the batch-mate's own features are those it has alone, too
+            big_alone = model(*padded_batch([big], size_divisor=32))
+            assert max(valid_region_error(big_alone, batched, big.shape[-2:])) < TOL
+            # and without the mask the padding does change the features: the check has teeth
+            unmasked = model(x2)
+            assert max(valid_region_error(alone, unmasked, img.shape[-2:], 0, 1)) > 1e-2
+
+
+@pytest.mark.parametrize('build', [swin, lambda: pvt('IIII')], ids=['swin-ISMS1', 'pvt-IIII'])
+def test_unpadded_image_matches_masked_batch(build, images):
+    """An image fed at its own size (no padding at all, no mask) gives the features it has in
+    a padded batch: the mask makes padding look like the zero padding of the layers."""
+    torch.manual_seed(0)
+    model = build()
+    small, _, big = images
+    with torch.no_grad():
+        alone = model(small[None])
+        batched = model(*padded_batch([small, big], size_divisor=32))
+    errs = valid_region_error(alone, batched, small.shape[-2:])
+    assert max(errs) < TOL, errs
+
+
+def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
+    """valid_hw that pads nothing gives no mask at all (the single-image path is unchanged)."""
+    from inline_dense.models import backbone_base, inline_attention
+    _, exact, _ = images
+    model = swin()
+    seen = []
+    original = inline_attention.InLineAttention.forward
+
+    def spy(self, x, hw_shape, valid_mask=None):
+        seen.append(valid_mask)
+        return original(self, x, hw_shape, valid_mask)
+
+    monkeypatch.setattr(inline_attention.InLineAttention, 'forward', spy)
+    with torch.no_grad():
+        plain = model(exact[None])
+        with_shapes = model(exact[None], [tuple(exact.shape[-2:])])
+    assert seen and all(m is None for m in seen)
+    assert all(torch.equal(a, b) for a, b in zip(plain, with_shapes))
+    assert backbone_base.valid_token_mask([(96, 128)], (24, 32), 4, torch.device('cpu')) is None
+
+
+# ---------------------------------------------------------------------- the plumbing
+class FakeSample:
+    def __init__(self, img_shape):
+        self.metainfo = dict(img_shape=img_shape, pad_shape=None)
+
+
+class TinyDetector(torch.nn.Module):
+    """Calls its backbone like mmdet's detectors: forward(inputs, data_samples, mode)."""
+
+    def __init__(self, backbone: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, inputs, data_samples=None, mode='tensor'):
+        return self.backbone(inputs)
+
+
+def test_enable_padding_mask_feeds_img_shape_to_the_backbone(images):
+    small, _, big = images
+    det = TinyDetector(swin()).eval()
+    handle = enable_padding_mask(det)
+    assert enable_padding_mask(det) is handle and handle.backbones == [det.backbone]
+    x, shapes = padded_batch([small, big], size_divisor=32)
+    samples = [FakeSample(s) for s in shapes]
+    with torch.no_grad():
+        via_hook = det(x, samples, mode='tensor')
+        via_kwargs = det(inputs=x, data_samples=samples, mode='tensor')
+        explicit = det.backbone(x, shapes)
+        plain_call = det.backbone(x)  # outside a model forward: nothing is injected
+    assert handle.valid_hw is None  # cleared after the forward
+    for a, b, c in zip(via_hook, via_kwargs, explicit):
+        assert torch.equal(a, c) and torch.equal(b, c)
+    assert not all(torch.equal(a, c) for a, c in zip(plain_call, explicit))
+    # a backbone call on another tensor (e.g. a crop) inside the forward is left alone
+    handle._before_model(det, (x, samples), {})
+    assert handle._before_backbone(det.backbone, (x[:, :, :64, :64],), {}) is None
+    assert handle._before_backbone(det.backbone, (x,), {})[1]['valid_hw'] == shapes
+    handle._after_model(det, (), None)
+    handle.remove()
+    with torch.no_grad():
+        after_remove = det(x, samples)
+    assert all(torch.equal(a, c) for a, c in zip(after_remove, plain_call))
+
+
+def test_image_shapes_reads_det_and_seg_samples():
+    assert image_shapes([FakeSample((10, 20, 3)), dict(img_shape=(5, 6))]) == [(10, 20), (5, 6)]
+    assert image_shapes([FakeSample(None)]) is None
+    assert image_shapes(None) is None
+    mmdet_structures = pytest.importorskip('mmdet.structures')
+    sample = mmdet_structures.DetDataSample(metainfo=dict(img_shape=(30, 40)))
+    assert image_shapes([sample]) == [(30, 40)]
+    mmseg_structures = pytest.importorskip('mmseg.structures')
+    sample = mmseg_structures.SegDataSample(metainfo=dict(img_shape=(31, 41)))
+    assert image_shapes([sample]) == [(31, 41)]
