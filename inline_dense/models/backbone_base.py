@@ -32,7 +32,7 @@ class InLineBackboneBase(BaseModule):
             {str(i): nn.LayerNorm(stage_dims[i]) for i in out_indices} if out_norm else {})
 
     # ------------------------------------------------------------------ forward
-    def check_input(self, x: torch.Tensor) -> None:
+    def check_input(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> None:
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f'{self.name}: expected an input of shape (B, {self.in_channels}, H, W), '
                              f'got {tuple(x.shape)}. Pass a batch of {self.in_channels}-channel images, '
@@ -42,6 +42,13 @@ class InLineBackboneBase(BaseModule):
             raise ValueError(f'{self.name}: input {h}x{w} is smaller than {self.min_input_size}x'
                              f'{self.min_input_size}, the total stride of the backbone; resize or pad '
                              f'the image to at least {self.min_input_size} pixels per side.')
+        if valid_hw is not None:
+            sizes = [tuple(s) for s in valid_hw]
+            if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
+                                              for s in sizes):
+                raise ValueError(f'{self.name}: valid_hw={sizes} must hold one (height, width) per image '
+                                 f'({x.shape[0]}), each between 1 and the input size {h}x{w}: the real size '
+                                 f'of each image before padding, e.g. img_shape of its data sample.')
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
         """Stage output (B, N, C) tokens -> (B, C, H, W), through the stage's output norm."""
@@ -100,6 +107,17 @@ class InLineBackboneBase(BaseModule):
         raise NotImplementedError
 
 
+def valid_grid_sizes(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
+    """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded."""
+    if valid_hw is None:
+        return None
+    h, w = batch_hw
+    sizes = [(min(math.ceil(vh / stride), h), min(math.ceil(vw / stride), w)) for vh, vw in valid_hw]
+    if all(sh >= h and sw >= w for sh, sw in sizes):
+        return None
+    return sizes
+
+
 def valid_token_mask(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int,
                      device: torch.device) -> Optional[torch.Tensor]:
     """(B, h*w) bool of tokens that overlap each image's real (unpadded) pixels, or None.
@@ -107,14 +125,19 @@ def valid_token_mask(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int
     ``valid_hw`` holds each image's real size in input pixels; ``batch_hw`` is the token
     grid at ``stride``. None when no image is padded beyond what its own size needs.
     """
-    if valid_hw is None:
+    sizes = valid_grid_sizes(valid_hw, batch_hw, stride)
+    if sizes is None:
         return None
     h, w = batch_hw
-    sizes = [(math.ceil(vh / stride), math.ceil(vw / stride)) for vh, vw in valid_hw]
-    if all(sh >= h and sw >= w for sh, sw in sizes):
-        return None
     rows = torch.arange(h, device=device).view(1, h, 1)
     cols = torch.arange(w, device=device).view(1, 1, w)
     limits = torch.tensor(sizes, device=device)
     mask = (rows < limits[:, 0].view(-1, 1, 1)) & (cols < limits[:, 1].view(-1, 1, 1))
     return mask.view(len(sizes), h * w)
+
+
+def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
+    zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
+    whose 2x2 windows reach past an image's border."""
+    return tokens if mask is None else tokens * mask.unsqueeze(-1).to(tokens.dtype)

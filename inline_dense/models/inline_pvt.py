@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .backbone_base import InLineBackboneBase, valid_token_mask
+from .backbone_base import InLineBackboneBase, valid_grid_sizes, valid_token_mask, zero_padding
 from .inline_attention import KERNELS, InLineAttention, check_heads
 from .layers import TransformerBlock, pad_to_multiple, run_blocks
 from .sr_attention import SRAttention
@@ -40,12 +40,31 @@ class PVTStage(nn.Module):
         self.pos_drop = nn.Dropout(drop_rate)
         self.blocks = nn.ModuleList(blocks)
 
-    def embed(self, x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
-        """(B, C_in, H, W) -> tokens (B, N, C) with position embedding, and the grid size."""
+    def embed(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None,
+              stride: int = 1) -> Tuple[torch.Tensor, HW]:
+        """(B, C_in, H, W) -> tokens (B, N, C) with position embedding, and the grid size.
+
+        ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
+        place each padded image's embedding on its own grid, see ``position``."""
         x = self.patch_embed.proj(pad_to_multiple(x, self.patch))
         hw = (x.shape[2], x.shape[3])
         x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))
-        return self.pos_drop(x + resize_pos_embed(self.pos_embed, self.pos_hw, hw)), hw
+        return self.pos_drop(x + self.position(hw, valid_grid_sizes(valid_hw, hw, stride))), hw
+
+    def position(self, hw: HW, sizes: Optional[List[HW]] = None) -> torch.Tensor:
+        """(1, h*w, C) embedding resized to the grid; with per-image grids ``sizes`` (padded
+        batch), (B, h*w, C) with each image's embedding resized to its own grid at the top
+        left, as it would be alone: padding must not move an image's positions."""
+        if sizes is None:
+            return resize_pos_embed(self.pos_embed, self.pos_hw, hw)
+        c = self.pos_embed.shape[-1]
+        pos = self.pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
+        resized: Dict[HW, torch.Tensor] = {}
+        for i, size in enumerate(sizes):
+            if size not in resized:
+                resized[size] = resize_pos_embed(self.pos_embed, self.pos_hw, size).view(*size, c)
+            pos[i, :size[0], :size[1]] = resized[size]
+        return pos.view(len(sizes), -1, c)
 
 
 class InLinePVT(InLineBackboneBase):
@@ -142,12 +161,12 @@ class InLinePVT(InLineBackboneBase):
 
         ``valid_hw``: per image, its real (unpadded) size in pixels, see ``InLineSwin``.
         """
-        self.check_input(x)
+        self.check_input(x, valid_hw)
         outs = []
         for i, stage in enumerate(self.stages):
-            tokens, hw = stage.embed(x)
+            tokens, hw = stage.embed(x, valid_hw, self.strides[i])
             mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
-            tokens = run_blocks(stage.blocks, tokens, hw, mask)
+            tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
             x = tokens.transpose(1, 2).reshape(tokens.shape[0], -1, *hw)
             if i in self.out_indices:
                 outs.append(self.output(i, tokens, hw))

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .backbone_base import InLineBackboneBase, valid_token_mask
+from .backbone_base import InLineBackboneBase, valid_token_mask, zero_padding
 from .inline_attention import KERNELS, InLineAttention, check_heads
 from .layers import TransformerBlock, pad_to_multiple, run_blocks
 from .window_attention import ShiftWindowMSA
@@ -137,7 +137,7 @@ class InLineSwin(InLineBackboneBase):
         ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are
         then ignored by the attention so an image's features do not depend on its batch.
         """
-        self.check_input(x)
+        self.check_input(x, valid_hw)
         x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))
         hw = (x.shape[2], x.shape[3])
         x = self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2)))
@@ -145,7 +145,7 @@ class InLineSwin(InLineBackboneBase):
         stride = self.patch_size
         for i, stage in enumerate(self.stages):
             mask = valid_token_mask(valid_hw, hw, stride, x.device)
-            x = run_blocks(stage.blocks, x, hw, mask)
+            x = zero_padding(run_blocks(stage.blocks, x, hw, mask), mask)
             if i in self.out_indices:
                 outs.append(self.output(i, x, hw))
             if stage.downsample is not None:

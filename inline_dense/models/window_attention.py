@@ -160,4 +160,25 @@ class ShiftWindowMSA(nn.Module):
         grid = window_reverse(out, win, (hp, wp))
         if shift:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
-        return grid[:, :h, :w, :].reshape(b, n, c)
+        out = grid[:, :h, :w, :].reshape(b, n, c)
+        if shift and valid_mask is not None:
+            out = self._one_window_images(x, out, valid_mask, hw_shape)
+        return out
+
+    def _one_window_images(self, x: torch.Tensor, out: torch.Tensor, valid_mask: torch.Tensor,
+                           hw_shape: HW) -> torch.Tensor:
+        """Images of a padded batch whose real grid fits in one window get what they get alone:
+        one unshifted window of their own size (the rule above), not the batch's shifted windows."""
+        b, n, c = x.shape
+        h, w = hw_shape
+        grid_mask = valid_mask.view(b, h, w)
+        rows, cols = grid_mask[:, :, 0].sum(1).tolist(), grid_mask[:, 0, :].sum(1).tolist()
+        small = [i for i in range(b) if 0 < rows[i] <= self.window_size and 0 < cols[i] <= self.window_size]
+        if not small:
+            return out
+        out = out.view(b, h, w, c).clone()
+        for i in small:
+            vh, vw = rows[i], cols[i]
+            tokens = x[i:i + 1].view(1, h, w, c)[:, :vh, :vw].reshape(1, vh * vw, c)
+            out[i, :vh, :vw] = self.w_msa(tokens, (vh, vw)).view(vh, vw, c)
+        return out.view(b, n, c)
