@@ -27,10 +27,11 @@ def read_checkpoint(path: str) -> Mapping:
             f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH).')
     try:
         return torch.load(path, map_location='cpu', weights_only=True)
-    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as exc:
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError) as exc:
         raise CheckpointError(
             f'{path!r} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]}). '
-            f'It may be truncated (an interrupted download or write): download or save it again.') from exc
+            f'It may be truncated (an interrupted download or write) or not a checkpoint at all: '
+            f'download or save it again.') from exc
 
 
 def state_dict_of(obj: Mapping, source: str = 'checkpoint') -> StateDict:

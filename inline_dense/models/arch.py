@@ -25,10 +25,13 @@ def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
     letters give the number of leading InLine blocks of the single M stage.
     """
     n = len(depths)
+    if not isinstance(attn_type, str):
+        raise ValueError(f"{backbone}: attn_type must be a string such as 'IIIS' (one letter per stage), "
+                         f'got {attn_type!r}.')
     letters, digits = attn_type[:n], attn_type[n:]
     hint = (f"one letter per stage ({n} stages) from {{I, S{', M' if allow_mixed else ''}}}"
             + (", and after them the number of InLine blocks of the M stage, e.g. 'IIMS2'" if allow_mixed else ''))
-    if not isinstance(attn_type, str) or len(letters) != n:
+    if len(letters) != n:
         raise ValueError(f'{backbone}: attn_type {attn_type!r} is too short; it needs {hint}.')
     allowed = 'ISM' if allow_mixed else 'IS'
     bad = sorted({ch for ch in letters if ch not in allowed})
