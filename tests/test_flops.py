@@ -1,0 +1,86 @@
+"""FLOP counting: InLine attention against a hand count, and linear vs quadratic growth."""
+import pytest
+import torch
+
+from inline_dense.analysis import count_flops, count_params
+from inline_dense.models.inline_attention import InLineAttention
+from inline_dense.models.layers import TransformerBlock
+from inline_dense.models.sr_attention import SRAttention
+
+
+def hand_count_inline(n: int, c: int, heads: int) -> int:
+    """Multiply-accumulates of one InLine attention, written out term by term."""
+    d = c // heads
+    qkv = n * c * (3 * c)
+    kv_context = heads * (d * n * d)      # K_h^T V_h: (d x n) @ (n x d) per head
+    mean_outer = heads * (d * 1 * d)      # mean(k)^T mean(v): (d x 1) @ (1 x d) per head
+    query_context = heads * (n * d * d)   # q_h @ ctx_h: (n x d) @ (d x d) per head
+    means = 3 * n * c                     # token means of k, v and of x (for the taps)
+    depthwise = n * c * 9                 # 3x3 depthwise filter
+    tap_mlp = c * (c // heads) + 9 * c * (c // heads)  # two grouped 1x1 convs on the mean token
+    proj = n * c * c
+    return qkv + kv_context + mean_outer + query_context + means + depthwise + tap_mlp + proj
+
+
+@pytest.mark.parametrize('hw,c,heads', [((14, 14), 96, 3), ((7, 10), 64, 2), ((5, 6), 128, 8)])
+def test_inline_attention_matches_hand_count(hw, c, heads):
+    n = hw[0] * hw[1]
+    attn = InLineAttention(c, heads).eval()
+    report = count_flops(attn, (torch.randn(1, n, c), hw))
+    assert report.total == hand_count_inline(n, c, heads)
+    assert report.attention == report.total  # every MAC is attributed to the attention module
+    assert report.params == sum(p.numel() for p in attn.parameters())
+
+
+def test_transformer_block_matches_hand_count():
+    hw, c, heads, ratio = (12, 16), 96, 3, 4
+    n = hw[0] * hw[1]
+    block = TransformerBlock(c, InLineAttention(c, heads), mlp_ratio=ratio).eval()
+    report = count_flops(block, (torch.randn(2, n, c), hw))
+    mlp = n * c * (ratio * c) + n * (ratio * c) * c
+    assert report.total == 2 * (hand_count_inline(n, c, heads) + mlp)  # batch of 2
+    assert report.attention == 2 * hand_count_inline(n, c, heads)
+
+
+def test_batch_and_fast_path_do_not_change_the_textbook_count():
+    attn = InLineAttention(64, 2).eval()
+    x = torch.randn(3, 80, 64)
+    textbook = count_flops(attn, (x, (8, 10))).total
+    assert textbook == 3 * hand_count_inline(80, 64, 2)
+    executed = count_flops(attn, (x, (8, 10)), executed=True)
+    assert executed.total > 0 and executed.total != textbook  # the fast path runs other products
+    assert attn.fused  # counting left the module as it was
+
+
+def test_inline_flops_grow_linearly_softmax_quadratically():
+    c = 64
+    inline = InLineAttention(c, 2).eval()
+    softmax = SRAttention(c, 2, sr_ratio=1).eval()  # plain global softmax attention
+    counts = {}
+    for side in (16, 32):  # 4x the tokens
+        x = torch.randn(1, side * side, c)
+        counts[side] = (count_flops(inline, (x, (side, side))).total,
+                        count_flops(softmax, (x, (side, side))).total)
+    inline_growth = counts[32][0] / counts[16][0]
+    softmax_growth = counts[32][1] / counts[16][1]
+    assert 3.95 < inline_growth <= 4.0
+    # n*n*c attention products dominate at these sizes: growth approaches 16
+    assert softmax_growth > 10
+
+
+def test_backbone_count_is_linear_in_pixels_and_sees_attention():
+    from inline_dense.models import InLinePVT
+    model = InLinePVT(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
+                      mlp_ratios=(2, 2, 2, 2)).eval()
+    small = count_flops(model, torch.randn(1, 3, 128, 128))
+    large = count_flops(model, torch.randn(1, 3, 256, 256))
+    assert 3.9 < large.total / small.total <= 4.0
+    assert 0 < small.attention < small.total
+    assert 'bmm' in small.by_op  # the per-head products are counted, not skipped
+    assert small.params == count_params(model)
+
+
+def test_count_params_counts_shared_tensors_once():
+    lin = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(lin, lin)
+    assert count_params(model) == 4 * 4 + 4

@@ -1,0 +1,73 @@
+"""FLOPs (multiply-accumulates) and parameters of backbones or whole models.
+
+    python tools/get_flops.py --models inline-swin-t swin-t inline-pvt-t pvt-t --shapes 224x224 800x1216
+    python tools/get_flops.py --config configs/retinanet/retinanet_inline-pvt-t_fpn_1x_coco.py --shapes 800x1216
+
+Every matrix product a forward pass runs is counted at the ATen level (see
+``inline_dense/analysis/flops.py``), so attention's ``@`` products are included and
+InLine attention's are counted with their true, linear-in-tokens shapes. InLine
+attention is counted for its textbook algorithm unless ``--executed`` is given.
+"""
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    import inline_dense  # noqa: F401
+except ImportError:
+    sys.path.insert(0, ROOT)
+
+from benchmark import parse_hw  # noqa: E402  (tools/ is on sys.path when run as a script)
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--models', nargs='+', default=None, help='backbone names, as in tools/benchmark.py')
+    p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
+    p.add_argument('--shapes', nargs='+', type=parse_hw, default=[(224, 224), (800, 1216)], help='HxW inputs')
+    p.add_argument('--executed', action='store_true',
+                   help="count the ops InLine attention's fast path runs, not its textbook algorithm")
+    p.add_argument('--by-op', action='store_true', help='also print MACs per ATen op')
+    p.add_argument('--json', default=None, help='write the figures to this JSON file')
+    args = p.parse_args(argv)
+    if args.models is None:
+        args.models = [] if args.config else ['inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t']
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    import torch
+    from inline_dense.analysis import count_flops
+    from inline_dense.analysis.benchmark import build_model, init_model
+    args = parse_args(argv)
+    entries = [(m, None) for m in args.models] + [(os.path.splitext(os.path.basename(c))[0], c) for c in args.config]
+    rows: List[Dict[str, Any]] = []
+    print(f'{"model":28s} {"input":>10s} {"params (M)":>10s} {"GFLOPs":>8s} {"attention":>10s} {"share":>6s}')
+    for name, config in entries:
+        model = build_model(None if config else name, config)
+        init_model(model)
+        model.eval()
+        for h, w in args.shapes:
+            report = count_flops(model, torch.randn(1, 3, h, w), executed=args.executed)
+            row = dict(model=name, height=h, width=w, params=report.params, macs=report.total,
+                       attention_macs=report.attention, by_op=report.by_op)
+            rows.append(row)
+            print(f'{name:28s} {h:>4d}x{w:<5d} {report.params / 1e6:10.2f} {report.total / 1e9:8.2f} '
+                  f'{report.attention / 1e9:10.2f} {report.attention / max(report.total, 1):6.1%}')
+            if args.by_op:
+                for op, macs in sorted(report.by_op.items(), key=lambda kv: -kv[1]):
+                    print(f'{"":30s}{op:>44s} {macs / 1e9:8.3f}')
+    print('\nGFLOPs = 1e9 multiply-accumulates (the papers\' convention); "attention" = inside attention '
+          'modules, projections included.')
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, 'w') as f:
+            json.dump(dict(executed=args.executed, results=rows), f, indent=1)
+        print(f'wrote {args.json}')
+
+
+if __name__ == '__main__':
+    main()
