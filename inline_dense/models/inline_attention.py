@@ -11,6 +11,12 @@ applied to queries and keys, InLine replaces softmax's division by a
 The bracket is a (head_dim x head_dim) matrix, so the cost is linear in N.
 A local residual is added: a 3x3 depthwise filter over V (on the H x W grid,
 zero padding) whose 9 taps per channel an MLP predicts from the mean token.
+
+Two evaluations of the same function are implemented. ``forward_reference`` is
+the textbook one above. The default, ``forward_folded`` (identity phi), regroups
+the products so that the (B, N, C) tensors q and, at high resolution, k are never
+formed (see its docstring); it runs the same few large GEMMs as the projections,
+which is what makes the layer cost little more than its qkv and output projections.
 """
 from typing import Callable, Dict, Optional, Tuple
 
@@ -82,6 +88,8 @@ class InLineAttention(nn.Module):
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        # False selects the textbook evaluation (forward_reference): for checks and benchmarks.
+        self.fused = True
 
     def extra_repr(self) -> str:
         return f'num_heads={self.num_heads}, kernel={self.kernel!r}'
@@ -92,14 +100,117 @@ class InLineAttention(nn.Module):
         h, w = hw_shape
         if h * w != n:
             raise ValueError(f'InLineAttention: hw_shape {hw_shape} does not match {n} tokens.')
+        if self.can_fold():
+            out = self.forward_folded(x, hw_shape, valid_mask)
+        else:
+            out = self.forward_reference(x, hw_shape, valid_mask)
+        return self.proj_drop(self.proj(out))
+
+    def can_fold(self) -> bool:
+        """The folded path needs a linear phi and no dropout between attention and residual."""
+        return self.fused and self.kernel == 'identity' and not (self.training and self.attn_drop.p > 0)
+
+    def forward_reference(self, x: torch.Tensor, hw_shape: HW,
+                          valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Textbook evaluation, any phi: (B, N, C) -> (B, N, C) before the output projection."""
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1).to(v.dtype)
             k, v = k * keep, v * keep
         out = self.global_attention(q, k, v, valid_mask)
         taps = self.residual(masked_token_mean(x, valid_mask).unsqueeze(-1))  # (B, 9C, 1)
-        out = self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
-        return self.proj_drop(self.proj(out))
+        return self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
+
+    def forward_folded(self, x: torch.Tensor, hw_shape: HW,
+                       valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Identity phi, regrouped: (B, N, C) -> (B, N, C) before the output projection.
+
+        With q = x Wq^T + bq, the global term ``s * q_i^T ctx_h + mean(v)`` of all heads is
+        ``x_i^T A + a`` with ``A = s * Wq^T blockdiag(ctx)`` (C x C) and
+        ``a = s * bq^T blockdiag(ctx) + mean(v)``: one GEMM over x replaces the q
+        projection and the per-head products. ``a`` rides in as the bias of the depthwise
+        filter and ``x A`` is accumulated in place onto its output, whose channels-last
+        (N, C) layout is the token layout, so nothing is transposed or copied.
+        ``ctx`` comes from ``context_from_gram`` or ``context_from_keys`` (see there).
+        """
+        b, n, c = x.shape
+        heads, d = self.num_heads, self.head_dim
+        wq, wk, wv = self.qkv.weight.split(c)
+        bq = bk = bv = None
+        if self.qkv.bias is not None:
+            bq, bk, bv = self.qkv.bias.split(c)
+        v = F.linear(x, wv, bv)
+        keep = None
+        if valid_mask is not None:
+            keep = valid_mask.unsqueeze(-1)
+            v = v * keep.to(v.dtype)
+        # Token reductions in float32 even under autocast (see global_attention).
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            xf = x.float()
+            if keep is None:
+                count = torch.full((b, 1), float(n), device=x.device)
+                xs = xf
+            else:
+                count = keep.sum(1).clamp_min(1).float()  # (B, 1)
+                xs = xf * keep.to(xf.dtype)
+            mean_x = xs.sum(1) / count  # (B, C)
+            mean_v = F.linear(mean_x, wv.float(), None if bv is None else bv.float())
+            if self.use_gram(n):
+                ctx = self.context_from_gram(xs, xf, count, mean_x, wk.float(), wv.float())
+            else:
+                mean_k = F.linear(mean_x, wk.float(), None if bk is None else bk.float())
+                k = F.linear(xf, wk.float(), None if bk is None else bk.float())
+                if keep is not None:
+                    k = k * keep.to(k.dtype)
+                ctx = self.context_from_keys(k, v.float(), count, mean_k, mean_v)
+            ctx = ctx * self.scale  # (B, h, d, d)
+            # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
+            fold = (wq.float().t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
+            fold = fold.transpose(1, 2).reshape(b, c, c)
+            bias = mean_v
+            if bq is not None:
+                bias = bias + (bq.float().view(1, heads, 1, d) @ ctx).reshape(b, c)
+        taps = self.residual(mean_x.to(x.dtype).unsqueeze(-1))  # (B, 9C, 1)
+        outs = []
+        for i in range(b):
+            y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape)  # (N, C)
+            y.addmm_(x[i].to(y.dtype), fold[i].to(y.dtype))
+            outs.append(y)
+        out = outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
+        return self.attn_drop(out)
+
+    def use_gram(self, n: int) -> bool:
+        """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
+
+        Gram: N*C*C (x^T x) + C^3 + C*C*d multiply-adds; keys: N*C*C (the k projection)
+        + N*C*d. The Gram way wins once N > C * heads / (heads - 1) + ..., i.e. from a
+        few hundred tokens at C = 96 but only from several thousand at C = 512.
+        """
+        c, d = self.embed_dims, self.head_dim
+        return n * c * d > c ** 3 + c * c * d
+
+    def context_from_gram(self, xs: torch.Tensor, xf: torch.Tensor, count: torch.Tensor,
+                          mean_x: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor) -> torch.Tensor:
+        """Unscaled per-head ctx (B, h, d, d) from the token covariance of x, float32.
+
+        ``K^T V / N - mean(k) mean(v)^T = Wk_h Cov(x) Wv_h^T`` (the biases cancel), with
+        ``Cov(x) = x^T x / N - mean(x) mean(x)^T``: k is never formed. ``xs`` is x with
+        padded tokens zeroed (or x itself), ``xf`` is x, both (B, N, C); count (B, 1).
+        """
+        b, n, c = xf.shape
+        heads, d = self.num_heads, self.head_dim
+        cov = xs.transpose(1, 2) @ xf  # (B, C, C)
+        cov = cov / count.unsqueeze(-1) - mean_x.unsqueeze(2) * mean_x.unsqueeze(1)
+        right = (cov @ wv.t()).view(b, c, heads, d).transpose(1, 2)  # (B, h, C, d)
+        return wk.view(1, heads, d, c) @ right
+
+    def context_from_keys(self, k: torch.Tensor, v: torch.Tensor, count: torch.Tensor,
+                          mean_k: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+        """Unscaled per-head ctx (B, h, d, d) from k, v (B, N, C) (zero at padded tokens), float32."""
+        b, n, c = k.shape
+        heads, d = self.num_heads, self.head_dim
+        kv = k.view(b, n, heads, d).permute(0, 2, 3, 1) @ v.view(b, n, heads, d).transpose(1, 2)
+        return kv / count.view(b, 1, 1, 1) - mean_k.view(b, heads, d, 1) * mean_v.view(b, heads, 1, d)
 
     def global_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -135,3 +246,16 @@ class InLineAttention(nn.Module):
         weight = taps.reshape(b * c, 1, 3, 3).to(v.dtype)
         out = F.conv2d(vmap, weight, padding=1, groups=b * c)
         return out.reshape(b, c, n).transpose(1, 2)
+
+    @staticmethod
+    def local_residual_nhwc(v: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor,
+                            hw_shape: HW) -> torch.Tensor:
+        """One sample: 3x3 depthwise filter over v (N, C) with taps (9C, 1) plus bias (C,) -> (N, C).
+
+        (N, C) row-major is (H, W, C): viewed as a channels-last (1, C, H, W) map it goes
+        to the depthwise kernel without a transpose, and comes back the same way.
+        """
+        n, c = v.shape
+        grid = v.view(1, *hw_shape, c).permute(0, 3, 1, 2)
+        out = F.conv2d(grid, taps.reshape(c, 1, 3, 3).to(v.dtype), bias.to(v.dtype), padding=1, groups=c)
+        return out.permute(0, 2, 3, 1).reshape(n, c)
