@@ -19,7 +19,7 @@ import os
 import os.path as osp
 import re
 import zipfile
-from typing import Optional
+from typing import List, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.fileio.backends import LocalBackend
@@ -109,6 +109,8 @@ class AtomicCheckpointHook(CheckpointHook):
         ckpt_filename = self.filename_tmpl.format(step)
         self.last_ckpt = osp.join(self.out_dir, ckpt_filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        # the kept list goes into the checkpoint (a resumed run deletes what it lists) ...
+        dropped = self._update_kept(runner, step)
         tmp_name = f'{TMP_PREFIX}{ckpt_filename}'
         runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
                                save_optimizer=self.save_optimizer,
@@ -121,17 +123,20 @@ class AtomicCheckpointHook(CheckpointHook):
             os.fsync(f.fileno())
         os.replace(tmp_path, self.last_ckpt)
         atomic_write_text(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
-        self._forget_old(runner, step)
-
-    def _forget_old(self, runner, step: int) -> None:
-        """Deletes the checkpoints beyond ``max_keep_ckpts``, now that the new one is safe."""
-        if self.max_keep_ckpts <= 0:
-            return
-        kept = [s for s in self.keep_ckpt_ids if s != step] + [step]
-        while len(kept) > self.max_keep_ckpts:
-            old = osp.join(self.out_dir, self.filename_tmpl.format(kept.pop(0)))
+        # ... but the files beyond max_keep_ckpts are deleted only now that the new one is safe
+        for old_step in dropped:
+            old = osp.join(self.out_dir, self.filename_tmpl.format(old_step))
             if osp.isfile(old):
                 os.remove(old)
+
+    def _update_kept(self, runner, step: int) -> List[int]:
+        """Adds ``step`` to the kept checkpoints; returns the steps beyond ``max_keep_ckpts``."""
+        if self.max_keep_ckpts <= 0:
+            return []
+        kept = [s for s in self.keep_ckpt_ids if s != step] + [step]
+        dropped = kept[:-self.max_keep_ckpts]
+        kept = kept[-self.max_keep_ckpts:]
         self.keep_ckpt_ids.clear()
         self.keep_ckpt_ids.extend(kept)
         runner.message_hub.update_info('keep_ckpt_ids', kept)
+        return dropped

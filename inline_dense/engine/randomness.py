@@ -5,8 +5,9 @@ not hold their state. A run resumed at epoch 3 therefore draws other dropout / d
 masks (and main-process augmentations) than the uninterrupted run did from epoch 3 on,
 and ends with other weights. ``DeterministicResumeHook`` reseeds Python's ``random``,
 NumPy and torch (CPU and CUDA) at the start of every epoch and every iteration from
-``(seed, epoch or iteration, rank)``, so the numbers drawn at step k are the same whether
-or not the process was restarted before step k.
+``(seed, epoch or iteration, rank)`` (and, in iteration-based loops, before fetching each
+batch), so the numbers drawn at step k are the same whether or not the process was
+restarted before step k.
 
 Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` with ``randomness=dict(seed=S)``.
 """
@@ -32,6 +33,27 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # also seeds every CUDA device
 
 
+class ReseedingIterator:
+    """Wraps an iteration-based loop's data iterator: reseeds before fetching batch k.
+
+    A resumed IterBasedTrainLoop fetches (and skips) the batches already trained on, one
+    after another, before it fetches the next one; without this, augmentations drawn in the
+    main process (``num_workers=0``) would then see other random numbers."""
+
+    def __init__(self, iterator, seed_of_fetch) -> None:
+        self.iterator = iterator
+        self.seed_of_fetch = seed_of_fetch
+        self.fetched = 0
+
+    def __iter__(self) -> 'ReseedingIterator':
+        return self
+
+    def __next__(self):
+        seed_everything(self.seed_of_fetch(self.fetched))
+        self.fetched += 1
+        return next(self.iterator)
+
+
 @HOOKS.register_module()
 class DeterministicResumeHook(Hook):
     """Reseeds all generators before every training epoch and iteration.
@@ -44,10 +66,19 @@ class DeterministicResumeHook(Hook):
 
     priority = 'VERY_HIGH'  # before any other hook draws random numbers
 
-    def _reseed(self, runner, kind: str, step: int) -> None:
+    def _seed(self, runner, kind: str, step: int) -> int:
         randomness = getattr(runner, '_randomness_cfg', None) or {}
         rank = get_rank() if randomness.get('diff_rank_seed', False) else 0
-        seed_everything(derived_seed(int(runner.seed), kind, step, rank))
+        return derived_seed(int(runner.seed), kind, step, rank)
+
+    def _reseed(self, runner, kind: str, step: int) -> None:
+        seed_everything(self._seed(runner, kind, step))
+
+    def before_train(self, runner) -> None:
+        loop = runner.train_loop
+        iterator = getattr(loop, 'dataloader_iterator', None)
+        if iterator is not None and not isinstance(iterator, ReseedingIterator):
+            loop.dataloader_iterator = ReseedingIterator(iterator, lambda k: self._seed(runner, 'fetch', k))
 
     def before_train_epoch(self, runner) -> None:
         self._reseed(runner, 'epoch', runner.epoch)

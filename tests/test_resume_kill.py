@@ -1,0 +1,270 @@
+"""Interruption loses nothing: kill a training run (SIGKILL), resume it, get the same result.
+
+The file is also the training script the tests start in subprocesses: a tiny classifier
+with an InLine-Swin backbone (drop path and dropout on, random flips in the main process)
+trained by an mmengine Runner with an IterBasedTrainLoop, checkpoints every 4 iterations
+(``max_keep_ckpts=1``, the harshest setting), validation every 6.
+
+    python tests/test_resume_kill.py WORK_DIR [--resume] [--kill-after N] [--kill-in-write N] [--plain]
+
+Tolerance: the final weights and the final validation loss of a killed-and-resumed run
+must equal those of the uninterrupted run bit for bit on CPU (max |diff| == 0).
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import random
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+MAX_ITERS, CKPT_INTERVAL, VAL_INTERVAL = 12, 4, 6
+
+
+# ------------------------------------------------------------------ the training script
+def build_runner(work_dir: str, resume: bool, plain: bool):
+    import torch.nn.functional as F
+    from mmengine.evaluator import BaseMetric
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+    from torch import nn
+    from torch.utils.data import Dataset
+
+    import inline_dense.engine  # noqa: F401  registers the hooks
+    from inline_dense.models import InLineSwin
+
+    class Net(BaseModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = InLineSwin(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8),
+                                       attn_type='IIMS1', window_size=4, drop_path_rate=0.3)
+            self.drop = nn.Dropout(0.2)
+            self.head = nn.Linear(128, 3)
+
+        def forward(self, inputs, labels, mode='tensor'):
+            logits = self.head(self.drop(self.backbone(inputs)[-1].mean((2, 3))))
+            if mode == 'loss':
+                return dict(loss=F.cross_entropy(logits, labels))
+            return [(logits, labels)]
+
+    class RandomImages(Dataset):
+        def __init__(self, n: int, seed: int, train: bool) -> None:
+            g = torch.Generator().manual_seed(seed)
+            self.x = torch.randn(n, 3, 64, 64, generator=g)
+            self.y = torch.randint(0, 3, (n,), generator=g)
+            self.train = train
+
+        def __len__(self) -> int:
+            return len(self.y)
+
+        def __getitem__(self, i: int) -> dict:
+            x = self.x[i]
+            if self.train and random.random() < 0.5:  # augmentation drawing from the main process
+                x = x.flip(-1)
+            return dict(inputs=x, labels=self.y[i])
+
+    class ValLoss(BaseMetric):
+        def process(self, data_batch, data_samples) -> None:
+            for logits, labels in data_samples:
+                self.results.append(F.cross_entropy(logits, labels, reduction='sum').item())
+
+        def compute_metrics(self, results) -> dict:
+            return dict(val_loss=sum(results))
+
+    def loader(train: bool) -> dict:
+        return dict(dataset=RandomImages(16 if train else 8, 1 if train else 2, train), batch_size=4,
+                    num_workers=0, collate_fn=dict(type='default_collate'),
+                    sampler=dict(type='InfiniteSampler' if train else 'DefaultSampler', shuffle=train))
+
+    checkpoint = dict(type='CheckpointHook' if plain else 'AtomicCheckpointHook', interval=CKPT_INTERVAL,
+                      by_epoch=False, max_keep_ckpts=1)
+    torch.manual_seed(0)  # the head's initial weights (the backbone is re-initialised by the Runner)
+    return Runner(
+        model=Net(), work_dir=work_dir,
+        train_dataloader=loader(True), val_dataloader=loader(False), val_evaluator=[ValLoss()],
+        train_cfg=dict(type='IterBasedTrainLoop', max_iters=MAX_ITERS, val_interval=VAL_INTERVAL),
+        val_cfg=dict(type='ValLoop'),
+        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=1e-3)),
+        param_scheduler=dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=MAX_ITERS),
+        default_hooks=dict(checkpoint=checkpoint, logger=dict(type='LoggerHook', interval=1)),
+        custom_hooks=[] if plain else [dict(type='DeterministicResumeHook')],
+        randomness=dict(seed=0, deterministic=True),
+        resume=resume, default_scope='mmengine')
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument('work_dir')
+    parser.add_argument('--resume', action='store_true')
+    parser.add_argument('--kill-after', type=int, help='SIGKILL itself after this training iteration')
+    parser.add_argument('--kill-in-write', type=int, help='SIGKILL itself half-way through writing this '
+                                                          "iteration's checkpoint")
+    parser.add_argument('--plain', action='store_true', help="mmengine's own CheckpointHook, no reseeding")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    sys.path.insert(0, ROOT)
+    runner = build_runner(args.work_dir, args.resume, args.plain)
+    if args.kill_after:
+        from mmengine.hooks import Hook
+
+        class Kill(Hook):
+            priority = 'LOWEST'
+
+            def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+                if runner.iter + 1 == args.kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        runner.register_hook(Kill())
+    if args.kill_in_write:
+        from mmengine.fileio.backends import LocalBackend
+        put = LocalBackend.put
+        target = f'iter_{args.kill_in_write}.pth'
+
+        def dying_put(self, obj, filepath):
+            if osp.basename(str(filepath)).endswith(target):
+                with open(filepath, 'wb') as f:
+                    f.write(obj[:len(obj) // 2])
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.kill(os.getpid(), signal.SIGKILL)
+            return put(self, obj, filepath)
+        LocalBackend.put = dying_put
+    model = runner.train()
+    metrics = runner.val()
+    torch.save(model.state_dict(), osp.join(args.work_dir, 'final_weights.pth'))
+    with open(osp.join(args.work_dir, 'final_metrics.json'), 'w') as f:
+        json.dump(metrics, f)
+
+
+# ------------------------------------------------------------------ the tests
+def train(work_dir, *flags, expect_kill=False):
+    proc = subprocess.run([sys.executable, osp.abspath(__file__), str(work_dir), *flags],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', '')))
+    if expect_kill:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    else:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def final(work_dir):
+    weights = torch.load(osp.join(work_dir, 'final_weights.pth'), weights_only=True)
+    with open(osp.join(work_dir, 'final_metrics.json')) as f:
+        return weights, json.load(f)
+
+
+def weight_diff(a, b) -> float:
+    assert a.keys() == b.keys()
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+
+
+def pointer(work_dir) -> str:
+    with open(osp.join(work_dir, 'last_checkpoint')) as f:
+        return f.read().strip()
+
+
+@pytest.fixture(scope='module')
+def reference(tmp_path_factory):
+    """Final weights and metrics of the uninterrupted run."""
+    work = tmp_path_factory.mktemp('uninterrupted')
+    train(work)
+    return final(work)
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_weights_and_metric(reference, tmp_path):
+    train(tmp_path, '--kill-after', '10', expect_kill=True)
+    assert pointer(tmp_path).endswith('iter_8.pth')
+    assert not osp.exists(osp.join(tmp_path, 'final_weights.pth'))
+    train(tmp_path, '--resume')
+    weights, metrics = final(tmp_path)
+    ref_weights, ref_metrics = reference
+    diff = weight_diff(weights, ref_weights)
+    print(f'\nkilled after iter 10, resumed from iter 8: max |weight diff| = {diff}, '
+          f'val_loss {metrics} vs {ref_metrics}')
+    assert diff == 0.0
+    assert metrics == ref_metrics
+
+
+@pytest.mark.slow
+def test_kill_during_checkpoint_write_leaves_a_good_latest_checkpoint(reference, tmp_path):
+    from inline_dense.engine import is_complete_checkpoint
+    train(tmp_path, '--kill-in-write', '8', expect_kill=True)
+    latest = pointer(tmp_path)
+    assert latest.endswith('iter_4.pth') and is_complete_checkpoint(latest)
+    partial = [n for n in os.listdir(tmp_path) if 'iter_8' in n]
+    assert partial and not any(is_complete_checkpoint(osp.join(tmp_path, n)) for n in partial), partial
+    assert not osp.exists(osp.join(tmp_path, 'iter_8.pth'))  # only the temporary file is partial
+    train(tmp_path, '--resume')
+    weights, metrics = final(tmp_path)
+    assert weight_diff(weights, reference[0]) == 0.0 and metrics == reference[1]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith('.tmp-')]  # replaced by the resumed run
+
+
+@pytest.mark.slow
+def test_resume_skips_a_truncated_latest_checkpoint(reference, tmp_path):
+    """What mmengine's own hook can leave behind, a pointer to a truncated file: the
+    AtomicCheckpointHook resumes from the newest complete checkpoint instead."""
+    train(tmp_path, '--kill-after', '6', expect_kill=True)
+    older = pointer(tmp_path)
+    assert older.endswith('iter_4.pth')
+    kept = tmp_path / 'kept.pth'
+    shutil.copy(older, kept)
+    train(tmp_path, '--resume', '--kill-after', '10', expect_kill=True)
+    latest = pointer(tmp_path)
+    assert latest.endswith('iter_8.pth') and not osp.exists(older)  # max_keep_ckpts=1 removed it
+    shutil.move(kept, older)
+    with open(latest, 'rb') as f:
+        data = f.read()
+    with open(latest, 'wb') as f:
+        f.write(data[:len(data) // 3])
+    proc = train(tmp_path, '--resume')
+    assert 'missing or truncated' in proc.stdout + proc.stderr
+    weights, metrics = final(tmp_path)
+    assert weight_diff(weights, reference[0]) == 0.0 and metrics == reference[1]
+
+
+@pytest.mark.slow
+def test_without_reseeding_a_resumed_run_differs(reference, tmp_path):
+    """The check above has teeth: mmengine alone (no DeterministicResumeHook) resumes with
+    other random numbers (drop path, dropout, flips), so the weights differ."""
+    plain_ref = tmp_path / 'plain_uninterrupted'
+    train(plain_ref, '--plain')
+    resumed = tmp_path / 'plain_resumed'
+    train(resumed, '--plain', '--kill-after', '10', expect_kill=True)
+    train(resumed, '--plain', '--resume')
+    assert weight_diff(final(resumed)[0], final(plain_ref)[0]) > 0.0
+
+
+def test_checkpoint_helpers(tmp_path):
+    from inline_dense.engine import atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
+    for i in (1, 2, 3):
+        torch.save({'w': torch.ones(3) * i}, tmp_path / f'iter_{i}.pth')
+    data = (tmp_path / 'iter_3.pth').read_bytes()
+    (tmp_path / 'iter_3.pth').write_bytes(data[:-10])
+    assert is_complete_checkpoint(str(tmp_path / 'iter_2.pth'))
+    assert not is_complete_checkpoint(str(tmp_path / 'iter_3.pth'))
+    assert not is_complete_checkpoint(str(tmp_path / 'nothing.pth')) and not is_complete_checkpoint('')
+    assert newest_complete_checkpoint(str(tmp_path), 'iter_{}.pth') == str(tmp_path / 'iter_2.pth')
+    atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
+    atomic_write_text(str(tmp_path / 'last_checkpoint'), 'b')
+    assert (tmp_path / 'last_checkpoint').read_text() == 'b'
+    assert sorted(os.listdir(tmp_path)) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth', 'last_checkpoint']
+
+
+def test_derived_seeds_depend_on_step_and_rank():
+    from inline_dense.engine import derived_seed
+    seeds = {derived_seed(0, 'iter', i) for i in range(100)}
+    assert len(seeds) == 100
+    assert derived_seed(0, 'iter', 5) == derived_seed(0, 'iter', 5) != derived_seed(0, 'iter', 5, rank=1)
+    assert derived_seed(0, 'iter', 5) != derived_seed(1, 'iter', 5) != derived_seed(0, 'epoch', 5)
+
+
+if __name__ == '__main__':
+    main()
