@@ -6,6 +6,7 @@ mmseg's MODELS registries and makes mmengine's checkpoints loadable under
 """
 from .safe_load import allow_mmengine_checkpoint_types
 from .models import InLineAttention, InLinePVT, InLineSwin
+from . import engine  # noqa: F401  registers InLinePaddingMaskHook, AtomicCheckpointHook, DeterministicResumeHook
 
 allow_mmengine_checkpoint_types()
 
