@@ -76,6 +76,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--layer-dims', type=int, default=96)
     p.add_argument('--layer-heads', type=int, default=3)
     p.add_argument('--layer-rounds', type=int, default=15)
+    p.add_argument('--ablation', action='store_true',
+                   help='--layer: also time the intermediate steps of the optimisation')
     p.add_argument('--worker', default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.models is None:
@@ -175,6 +177,7 @@ def pool(results: List[Dict[str, Any]]) -> Dict[str, Any]:
     merged['median_ms'] = statistics.median(times)
     merged['throughput'] = merged['batch'] * 1e3 / merged['median_ms']
     merged['peak_mib'] = statistics.median(r['peak_mib'] for r in good)
+    merged['cpu_ms'] = statistics.median(r['cpu_ms'] for r in good)
     merged['peak_mib_rounds'] = [round(r['peak_mib'], 1) for r in good]
     merged['median_ms_rounds'] = [round(r['median_ms'], 2) for r in good]
     return merged
@@ -203,7 +206,7 @@ def run_sweep(args: argparse.Namespace) -> List[Dict[str, Any]]:
                 res = dict(model=spec['model_name'], height=spec['height'], width=spec['width'],
                            mode=spec['mode'], device=spec['device'], batch=spec['batch'],
                            pixels=spec['height'] * spec['width'], times_ms=[], median_ms=math.nan,
-                           throughput=math.nan, peak_mib=math.nan, error=res['spec_error'])
+                           throughput=math.nan, peak_mib=math.nan, cpu_ms=math.nan, error=res['spec_error'])
             per_job[label].append(res)
             bar.update()
     bar.close()
@@ -216,7 +219,8 @@ def fmt(value: float, digits: int = 1) -> str:
 
 
 def print_table(rows: List[Dict[str, Any]]) -> None:
-    head = f'{"model":24s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s}  note'
+    head = (f'{"model":24s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s} '
+            f'{"CPU ms":>9s}  note')
     print(head)
     print('-' * len(head))
     for r in rows:
@@ -225,7 +229,8 @@ def print_table(rows: List[Dict[str, Any]]) -> None:
         if r.get('times_ms'):
             spread = f'min {min(r["times_ms"]):.0f} max {max(r["times_ms"]):.0f}'
         print(f'{r["model"]:24s} {r["height"]:>4d}x{r["width"]:<5d} {r["mode"]:>5s} {fmt(r["median_ms"]):>10s} '
-              f'{fmt(r["throughput"], 2):>7s} {fmt(r["peak_mib"]):>9s}  {note or spread}')
+              f'{fmt(r["throughput"], 2):>7s} {fmt(r["peak_mib"]):>9s} {fmt(r.get("cpu_ms", math.nan), 0):>9s}  '
+              f'{note or spread}')
 
 
 def print_comparisons(rows: List[Dict[str, Any]]) -> None:
@@ -321,19 +326,24 @@ def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
     if args.device != 'cpu':
         print('[benchmark] --layer runs on the CPU only', file=sys.stderr)
     bar = Progress(args.layer_rounds, 'layer')
-    times = measure_layer(args.layer_grid, args.layer_dims, args.layer_heads, rounds=args.layer_rounds,
-                          warmup=args.warmup, batch=args.batch, progress=bar.update)
+    times, cpu = measure_layer(args.layer_grid, args.layer_dims, args.layer_heads, rounds=args.layer_rounds,
+                          warmup=args.warmup, batch=args.batch, ablation=args.ablation,
+                          progress=bar.update)
     bar.close()
     floor = statistics.median(times['qkv+proj'])
     h, w = args.layer_grid
     print(f'\nOne attention layer: {h}x{w} tokens, {args.layer_dims} channels, {args.layer_heads} heads, '
           f'batch {args.batch}, {torch.get_num_threads()} threads, {args.layer_rounds} interleaved rounds')
-    print(f'{"variant":18s} {"median ms":>10s} {"min":>7s} {"max":>7s} {"x qkv+proj":>11s}')
+    cpu_floor = statistics.median(cpu['qkv+proj'])
+    print(f'{"variant":24s} {"median ms":>10s} {"min":>7s} {"max":>7s} {"x qkv+proj":>11s} {"CPU ms":>8s} '
+          f'{"x (CPU)":>8s}')
     rows = {}
     for name, ts in times.items():
-        med = statistics.median(ts)
-        rows[name] = dict(median_ms=med, times_ms=[round(t, 3) for t in ts], vs_projections=med / floor)
-        print(f'{name:18s} {med:10.2f} {min(ts):7.2f} {max(ts):7.2f} {med / floor:11.2f}')
+        med, cmed = statistics.median(ts), statistics.median(cpu[name])
+        rows[name] = dict(median_ms=med, times_ms=[round(t, 3) for t in ts], vs_projections=med / floor,
+                          cpu_ms=cmed, cpu_vs_projections=cmed / cpu_floor)
+        print(f'{name:24s} {med:10.2f} {min(ts):7.2f} {max(ts):7.2f} {med / floor:11.2f} {cmed:8.1f} '
+              f'{cmed / cpu_floor:8.2f}')
     return dict(kind='layer', grid=[h, w], dims=args.layer_dims, heads=args.layer_heads, batch=args.batch,
                 machine=machine_info('cpu'), results=rows)
 

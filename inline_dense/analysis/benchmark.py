@@ -246,6 +246,7 @@ class Measurement:
     threads: int
     times_ms: List[float] = field(default_factory=list)
     median_ms: float = math.nan
+    cpu_ms: float = math.nan  # median process CPU time per step, all threads
     throughput: float = math.nan  # images per second
     peak_mib: float = math.nan
     memory_method: str = ''
@@ -266,18 +267,25 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_calls(step: Callable[[], None], device: torch.device, warmup: int, runs: int) -> List[float]:
-    """Calls ``step`` warmup times, then returns the wall times (ms) of ``runs`` more calls."""
+def time_calls(step: Callable[[], None], device: torch.device, warmup: int,
+               runs: int) -> Tuple[List[float], List[float]]:
+    """Calls ``step`` warmup times, then returns the wall times and the process CPU times
+    (ms, all threads together) of ``runs`` more calls.
+
+    On a shared machine the CPU time of a one-thread run is the steadier figure: time the
+    process spends descheduled counts in the wall time but not in the CPU time.
+    """
     for _ in range(warmup):
         step()
     _sync(device)
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         _sync(device)
         times.append((time.perf_counter() - t0) * 1e3)
-    return times
+        cpu.append((time.process_time() - c0) * 1e3)
+    return times, cpu
 
 
 def make_step(model: nn.Module, x: torch.Tensor, mode: str) -> Callable[[], None]:
@@ -317,8 +325,9 @@ def measure(model_name: str, height: int, width: int, mode: str = 'infer', devic
     step = make_step(model, x, mode)
     tracker = PeakCuda(dev) if dev.type == 'cuda' else PeakRSS()
     with tracker:
-        times = time_calls(step, dev, warmup, runs)
+        times, cpu = time_calls(step, dev, warmup, runs)
     result.times_ms = [round(t, 3) for t in times]
+    result.cpu_ms = statistics.median(cpu)
     result.median_ms = statistics.median(times)
     result.throughput = batch * 1e3 / result.median_ms
     result.peak_mib = tracker.peak / 2 ** 20
@@ -327,13 +336,33 @@ def measure(model_name: str, height: int, width: int, mode: str = 'infer', devic
 
 
 # ----------------------------------------------------------------------------- one layer
-def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1,
-                   window: int = 7) -> Dict[str, Tuple[Callable[[], Any], nn.Module]]:
+class _ReferenceChannelsLast(nn.Module):
+    """Ablation: the textbook path with only the depthwise residual done channels-last."""
+
+    def __init__(self, attn: nn.Module) -> None:
+        super().__init__()
+        self.attn = attn
+
+    def forward(self, x: torch.Tensor, hw: HW) -> torch.Tensor:
+        a = self.attn
+        q, k, v = a.qkv(x).chunk(3, dim=-1)
+        out = a.global_attention(q, k, v, None)
+        taps = a.residual(x.mean(1).unsqueeze(-1))
+        v = v.contiguous()
+        res = torch.stack([a.local_residual_nhwc(v[i], taps[i], torch.zeros_like(v[i, 0]), hw)
+                           for i in range(x.shape[0])])
+        return a.proj(out + res)
+
+
+def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1, window: int = 7,
+                   ablation: bool = False) -> Dict[str, Callable[[], Any]]:
     """Callables for the single-layer comparison at a token grid, all on the same input.
 
-    'inline': InLineAttention as shipped; 'inline-reference': its textbook path;
-    'qkv+proj': the layer's two projections alone (the floor); 'window-softmax': the
-    Swin softmax window attention of the same width (our ShiftWindowMSA, unshifted).
+    'qkv+proj': the layer's two projections alone (the floor); 'inline': InLineAttention
+    as shipped; 'inline-reference': its textbook path; 'window-softmax': the Swin softmax
+    window attention of the same width (our ShiftWindowMSA, unshifted). ``ablation`` adds
+    the steps in between: 'reference+channels-last' (textbook, depthwise residual
+    channels-last) and 'folded-keys' (folded path, ctx always from projected keys).
     """
     from inline_dense.models.inline_attention import InLineAttention
     from inline_dense.models.window_attention import ShiftWindowMSA
@@ -341,39 +370,56 @@ def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1,
     torch.manual_seed(0)
     x = torch.randn(batch, h * w, dims)
     inline = InLineAttention(dims, heads).eval()
-    reference = InLineAttention(dims, heads).eval()
-    reference.load_state_dict(inline.state_dict())
-    reference.fused = False
+
+    def copy(fused: bool, gram: Optional[bool] = None) -> InLineAttention:
+        attn = InLineAttention(dims, heads).eval()
+        attn.load_state_dict(inline.state_dict())
+        attn.fused = fused
+        if gram is not None:
+            attn.use_gram = lambda n: gram
+        return attn
+
+    reference = copy(False)
     window_attn = ShiftWindowMSA(dims, heads, window).eval()
 
     def floor() -> Any:
         inline.qkv(x)
         return inline.proj(x)
 
-    return {
-        'qkv+proj': (floor, inline),
-        'inline': (lambda: inline(x, tokens_hw), inline),
-        'inline-reference': (lambda: reference(x, tokens_hw), reference),
-        'window-softmax': (lambda: window_attn(x, tokens_hw), window_attn),
+    table = {
+        'qkv+proj': floor,
+        'inline': lambda: inline(x, tokens_hw),
+        'inline-reference': lambda: reference(x, tokens_hw),
+        'window-softmax': lambda: window_attn(x, tokens_hw),
     }
+    if ablation:
+        cl = _ReferenceChannelsLast(reference)
+        keys = copy(True, gram=False)
+        table['reference+channels-last'] = lambda: cl(x, tokens_hw)
+        table['folded-keys'] = lambda: keys(x, tokens_hw)
+    return table
 
 
 def measure_layer(tokens_hw: HW, dims: int, heads: int, rounds: int = 15, warmup: int = 2,
-                  batch: int = 1, variants: Optional[Sequence[str]] = None,
-                  progress: Optional[Callable[[int], None]] = None) -> Dict[str, List[float]]:
-    """Times (ms) of each variant, interleaved round by round so that load drifts hit all alike."""
-    table = layer_variants(tokens_hw, dims, heads, batch)
+                  batch: int = 1, variants: Optional[Sequence[str]] = None, ablation: bool = False,
+                  progress: Optional[Callable[[int], None]] = None
+                  ) -> Tuple[Dict[str, List[float]], Dict[str, List[float]]]:
+    """Wall and process-CPU times (ms) of each variant, interleaved round by round so that
+    load drifts hit all variants alike."""
+    table = layer_variants(tokens_hw, dims, heads, batch, ablation=ablation)
     names = list(variants) if variants else list(table)
-    times: Dict[str, List[float]] = {n: [] for n in names}
+    wall: Dict[str, List[float]] = {n: [] for n in names}
+    cpu: Dict[str, List[float]] = {n: [] for n in names}
     with torch.no_grad():
         for name in names:
             for _ in range(warmup):
-                table[name][0]()
+                table[name]()
         for _ in range(rounds):
             for name in names:
-                t0 = time.perf_counter()
-                table[name][0]()
-                times[name].append((time.perf_counter() - t0) * 1e3)
+                t0, c0 = time.perf_counter(), time.process_time()
+                table[name]()
+                wall[name].append((time.perf_counter() - t0) * 1e3)
+                cpu[name].append((time.process_time() - c0) * 1e3)
             if progress is not None:
                 progress(1)
-    return times
+    return wall, cpu
