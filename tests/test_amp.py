@@ -6,6 +6,8 @@ float16 they overflow. The layer runs them in float32 under autocast; these test
 that outputs and gradients are finite and match float32 within the tolerances below
 (relative L2 error; measured values are printed with ``pytest -s``).
 """
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -176,3 +178,54 @@ def test_whole_backbone_autocast(build):
         print(f'\n{build.__name__} {dtype}: per-stage output rel err {[f"{e:.1e}" for e in errs]}, '
               f'all-gradients rel err {grad_err:.1e}')
         assert max(errs) < NETWORK_TOL[dtype] and grad_err < NETWORK_TOL[dtype]
+
+
+# ---------------------------------------------------------------------- tools/train.py --amp
+TOY_CONFIGS = [
+    # mmcv's CPU nms and RoIAlign have no bfloat16 kernels: the RPN / RoI head of Mask R-CNN stop
+    # under CPU autocast (found by this test; the fix belongs to the CPU AMP wrapper of tools/)
+    pytest.param('mask-rcnn_inline-swin-mini_fpn_toy-coco.py', marks=pytest.mark.xfail(
+        strict=True, reason='mmcv nms / RoIAlign lack bfloat16 CPU kernels')),
+    'retinanet_inline-pvt-mini_fpn_toy-coco.py', 'upernet_inline-swin-mini_toy-ade.py',
+    'fpn_inline-pvt-mini_toy-ade.py']
+
+
+@pytest.fixture(scope='module')
+def toy_data(tmp_path_factory):
+    pytest.importorskip('mmdet')
+    pytest.importorskip('mmseg')
+    from inline_dense.toy_data import make_toy_ade, make_toy_coco
+    base = tmp_path_factory.mktemp('toy_amp')
+    make_toy_coco(str(base / 'data' / 'toy_coco'), num_train=4, num_val=2, image_size=64)
+    make_toy_ade(str(base / 'data' / 'toy_ade'), num_train=4, num_val=2, image_size=64)
+    return base
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', TOY_CONFIGS)
+def test_train_tool_amp_with_toy_configs(name, toy_data, tmp_path):
+    """Two iterations of ``tools/train.py --amp`` (bfloat16 autocast on CPU): finite losses
+    and weights, and the run really used the AMP optimizer wrapper."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    opts = ['train_cfg.max_iters=2', 'train_cfg.val_interval=1000', 'train_dataloader.batch_size=2',
+            'default_hooks.checkpoint.interval=2', 'default_hooks.logger.interval=1', 'randomness.seed=0']
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
+    work = tmp_path / 'work'
+    proc = subprocess.run([sys.executable, str(root / 'tools' / 'train.py'), str(root / 'configs' / 'toy' / name),
+                           '--amp', '--work-dir', str(work), '--cfg-options', *opts], cwd=toy_data,
+                          env=dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS='1'),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    dumped = (work / name).read_text()
+    assert 'AmpOptimWrapper' in dumped and 'bfloat16' in dumped
+    losses = [json.loads(line)['loss'] for path in work.glob('*/vis_data/scalars.json')
+              for line in path.read_text().splitlines() if '"loss"' in line]
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    ckpt = torch.load(work / 'iter_2.pth', map_location='cpu', weights_only=True)
+    assert all(torch.isfinite(v).all() for v in ckpt['state_dict'].values() if v.is_floating_point())

@@ -11,6 +11,7 @@ Tolerance: the final weights and the final validation loss of a killed-and-resum
 must equal those of the uninterrupted run bit for bit on CPU (max |diff| == 0).
 """
 import argparse
+import glob
 import json
 import os
 import os.path as osp
@@ -268,3 +269,92 @@ def test_derived_seeds_depend_on_step_and_rank():
 
 if __name__ == '__main__':
     main()
+
+
+# ------------------------------------------------------------------ with tools/train.py and a toy config
+KILLER = '''
+import os, signal
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class KillAfterIterHook(Hook):
+    """SIGKILLs the process after the iteration named by $KILL_AFTER_ITER (tests only)."""
+    priority = 'LOWEST'
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        if runner.iter + 1 == int(os.environ.get('KILL_AFTER_ITER', 0)):
+            os.kill(os.getpid(), signal.SIGKILL)
+'''
+TOY_CONFIG = 'retinanet_inline-pvt-mini_fpn_toy-coco.py'
+TOY_ITERS = 6
+
+
+def toy_train(cwd, config, work_dir, *flags, kill_after=0):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), ROOT, os.environ.get('PYTHONPATH', '')]),
+               KILL_AFTER_ITER=str(kill_after), OMP_NUM_THREADS='1')
+    proc = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), str(config),
+                           '--work-dir', str(work_dir), *flags], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    want = -signal.SIGKILL if kill_after else 0
+    assert proc.returncode == want, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def logged(work_dir, key):
+    """{iteration or step: value} of ``key`` over all runs (timestamped folders) in ``work_dir``."""
+    values = {}
+    for path in sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))):
+        with open(path) as f:
+            for line in f:
+                record = json.loads(line)
+                if key in record:
+                    values[record.get('iter', record.get('step'))] = record[key]
+    return values
+
+
+@pytest.mark.slow
+def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
+    """tools/train.py on the toy RetinaNet config (random flips, 2 images per batch), killed
+    with SIGKILL after iteration 4 and resumed with --resume: same weights, same mAP."""
+    pytest.importorskip('mmdet')
+    from mmengine.config import Config
+    from inline_dense.toy_data import make_toy_coco
+    make_toy_coco(str(tmp_path / 'data' / 'toy_coco'), num_train=8, num_val=3, image_size=64)
+    (tmp_path / 'killer.py').write_text(KILLER)
+    base = osp.join(ROOT, 'configs', 'toy', TOY_CONFIG)
+    imports = list(Config.fromfile(base).custom_imports['imports']) + ['inline_dense.engine', 'killer']
+    config = tmp_path / 'reliable.py'
+    config.write_text(f'''_base_ = {base!r}
+custom_imports = dict(imports={imports!r}, allow_failed_imports=False)
+custom_hooks = [dict(type='DeterministicResumeHook'), dict(type='InLinePaddingMaskHook'),
+                dict(type='KillAfterIterHook')]
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=1),
+                     logger=dict(type='LoggerHook', interval=1))
+train_cfg = dict(max_iters={TOY_ITERS}, val_interval={TOY_ITERS})
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False)
+# with a Resize, so that the meta information holds the scale_factor RetinaNet's predict needs
+test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+                 dict(type='Resize', scale=(64, 64), keep_ratio=True),
+                 dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
+                                                       'scale_factor'))]
+val_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(pipeline=test_pipeline))
+test_dataloader = val_dataloader
+model = dict(test_cfg=dict(score_thr=0.0))
+randomness = dict(seed=0, deterministic=True)
+''')
+    toy_train(tmp_path, config, tmp_path / 'whole')
+    toy_train(tmp_path, config, tmp_path / 'killed', kill_after=4)
+    assert pointer(tmp_path / 'killed').endswith('iter_4.pth')
+    toy_train(tmp_path, config, tmp_path / 'killed', '--resume')
+    name = f'iter_{TOY_ITERS}.pth'
+    whole = torch.load(tmp_path / 'whole' / name, map_location='cpu', weights_only=True)
+    resumed = torch.load(tmp_path / 'killed' / name, map_location='cpu', weights_only=True)
+    diff = weight_diff(resumed['state_dict'], whole['state_dict'])
+    losses = {run: logged(tmp_path / run, 'loss') for run in ('whole', 'killed')}
+    maps = {run: logged(tmp_path / run, 'coco/bbox_mAP') for run in ('whole', 'killed')}
+    print(f'\ntoy RetinaNet killed after iter 4, resumed: max |weight diff| {diff}; losses {losses}; '
+          f'bbox mAP {maps}')
+    assert diff == 0.0
+    assert losses['killed'] == losses['whole'] and len(losses['whole']) == TOY_ITERS
+    assert maps['killed'] == maps['whole'] and maps['whole']
