@@ -259,3 +259,43 @@ def test_detections_do_not_depend_on_batch(name):
     assert neck_err < 1e-4
     assert box_err < 0.1 and score_err < 1e-3
     assert plain_box_err > 1.0  # the mask is what makes them agree
+
+
+def test_segmentor_training_batch_features_do_not_depend_on_batch():
+    """mmseg pads a training batch to the crop size (SegDataPreProcessor, training=True);
+    through the hook the backbone sees each image's img_shape and ignores the padding."""
+    pytest.importorskip('mmseg')
+    from mmengine.config import Config
+    from mmengine.structures import PixelData
+    from mmseg.registry import MODELS
+    from mmseg.structures import SegDataSample
+    from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=True)
+    cfg = Config.fromfile(str(TOY / 'fpn_inline-pvt-mini_toy-ade.py'))
+    cfg.model.data_preprocessor.size = None
+    cfg.model.data_preprocessor.size_divisor = 32
+    torch.manual_seed(0)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    model.eval()
+    handle = enable_padding_mask(model)
+    captured = []
+    model.backbone.register_forward_hook(lambda m, args, out: captured.append(out))
+    image, mate = smooth_image(100, 132, 0), smooth_image(160, 224, 1)
+
+    def features(images):
+        samples = []
+        for im in images:
+            sample = SegDataSample(metainfo=dict(img_shape=tuple(im.shape[-2:])))
+            sample.gt_sem_seg = PixelData(data=torch.zeros(1, *im.shape[-2:], dtype=torch.long))
+            samples.append(sample)
+        data = model.data_preprocessor(dict(inputs=list(images), data_samples=samples), True)
+        with torch.no_grad():
+            model(**data, mode='tensor')
+        return captured.pop()
+
+    alone, batched = features([image]), features([image, mate])
+    errs = valid_region_error(alone, batched, image.shape[-2:])
+    assert max(errs) < TOL, errs
+    handle.remove()
+    assert max(valid_region_error(alone, features([image, mate]), image.shape[-2:])) > 1e-2
