@@ -1,0 +1,314 @@
+"""The COCO / ADE20K configs: each loads, builds, runs a test-mode forward on CPU and
+carries its recipe; the per-variant checkpoint paths and their command-line override.
+
+Models are built with the backbone shrunk (fewer blocks, real widths, so the neck and
+head wiring stays the real one) and without pretrained weights.
+"""
+import argparse
+import copy
+import re
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+from mmengine.config import Config, DictAction
+from mmengine.optim import build_optim_wrapper
+
+CONFIG_ROOT = Path(__file__).resolve().parents[1] / 'configs'
+SKIPPED_DIRS = {'_base_', 'toy'}  # bases are not runnable; toy configs have their own tests
+CONFIGS = sorted(p for p in CONFIG_ROOT.rglob('*.py')
+                 if not SKIPPED_DIRS & set(p.relative_to(CONFIG_ROOT).parts))
+IDS = [p.stem for p in CONFIGS]
+
+# What the paper's variants are, independent of the config files.
+SIZES = {'t': 'tiny', 's': 'small', 'm': 'medium', 'b': 'base', 'l': 'large'}
+CHANNELS = {
+    ('swin', 't'): [96, 192, 384, 768], ('swin', 's'): [96, 192, 384, 768],
+    ('swin', 'b'): [128, 256, 512, 1024],
+    **{('pvt', s): [64, 128, 320, 512] for s in 'tsml'},
+}
+DET_DROP_PATH = {('swin', 't'): 0.2, ('swin', 's'): 0.3, ('swin', 'b'): 0.3, **{('pvt', s): 0.1 for s in 'tsml'}}
+# Blocks per stage of the shrunk backbones: InLine-Swin-B's 'IIMS2' needs >= 3 blocks in
+# stage 2 (2 InLine then softmax), which also keeps a softmax block in every Swin variant.
+SHRUNK_DEPTHS = {'swin': (1, 1, 3, 1), 'pvt': (1, 1, 1, 1)}
+
+# Expected recipe per config family (the part of the name before the variant).
+RECIPES = {
+    'mask-rcnn_swin_1x': dict(scope='mmdet', detector='MaskRCNN', lr=1e-4, wd=0.05, epochs=12,
+                              milestones=[8, 11], warmup=1000, batch=2),
+    'mask-rcnn_swin_ms-crop-3x': dict(scope='mmdet', detector='MaskRCNN', lr=1e-4, wd=0.05, epochs=36,
+                                      milestones=[27, 33], warmup=1000, batch=2),
+    'mask-rcnn_pvt_1x': dict(scope='mmdet', detector='MaskRCNN', lr=2e-4, wd=1e-4, epochs=12,
+                             milestones=[8, 11], warmup=500, batch=2),
+    'retinanet_swin_1x': dict(scope='mmdet', detector='RetinaNet', lr=1e-4, wd=0.05, epochs=12,
+                              milestones=[8, 11], warmup=1000, batch=2),
+    'retinanet_pvt_1x': dict(scope='mmdet', detector='RetinaNet', lr=1e-4, wd=1e-4, epochs=12,
+                             milestones=[8, 11], warmup=500, batch=2),
+    'fpn_pvt_80k': dict(scope='mmseg', lr=2e-4, wd=1e-4, iters=80000, warmup=0, poly_power=0.9,
+                        batch=4, drop_path=0.1),
+    'upernet_swin_160k': dict(scope='mmseg', lr=6e-5, wd=0.01, iters=160000, warmup=1500, poly_power=1.0,
+                              batch=2, drop_path=0.3),
+}
+NAME = re.compile(r'^(?P<model>mask-rcnn|retinanet|fpn|upernet)_inline-(?P<kind>swin|pvt)-(?P<size>[tsmbl])_'
+                  r'(?:fpn_)?(?P<schedule>1x|ms-crop-3x|4xb4-80k|8xb2-160k)_(?P<data>coco|ade20k-512x512)$')
+
+
+def parse_name(path: Path) -> dict:
+    m = NAME.match(path.stem)
+    assert m, f'{path.name} does not follow <model>_inline-<swin|pvt>-<size>_..._<schedule>_<dataset>.py'
+    info = m.groupdict()
+    schedule = {'4xb4-80k': '80k', '8xb2-160k': '160k'}.get(info['schedule'], info['schedule'])
+    info['family'] = f"{info['model']}_{info['kind']}_{schedule}"
+    info['variant'] = (info['kind'], info['size'])
+    return info
+
+
+@pytest.fixture(autouse=True, scope='module')
+def one_thread():
+    """These models see tiny inputs: intra-op threads only add overhead, which becomes
+    severe when the cores are shared with other jobs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+_LOADED: Dict[Path, Config] = {}
+
+
+def load(path: Path) -> Config:
+    """A fresh copy of the config. Loading is cached: resolving ``mmdet::`` / ``mmseg::``
+    bases makes mmengine read every metafile of the package (about a second a config)."""
+    if path not in _LOADED:
+        _LOADED[path] = Config.fromfile(str(path))
+    return copy.deepcopy(_LOADED[path])
+
+
+def shrink(cfg: Config, kind: str, keep_init: bool = False) -> Config:
+    """Fewer blocks per stage (same widths); no pretrained file unless ``keep_init``."""
+    cfg.model.backbone.depths = SHRUNK_DEPTHS[kind]
+    if not keep_init:
+        cfg.model.backbone.init_cfg = None
+    return cfg
+
+
+def build(cfg: Config) -> torch.nn.Module:
+    """Builds ``cfg.model`` through the registry of the config's default scope."""
+    if cfg.default_scope == 'mmdet':
+        from mmdet.registry import MODELS
+        from mmdet.utils import register_all_modules
+    else:
+        from mmseg.registry import MODELS
+        from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    return MODELS.build(cfg.model)
+
+
+def test_every_expected_config_exists():
+    names = {p.name for p in CONFIGS}
+    expected = (
+        [f'mask-rcnn_inline-swin-{s}_fpn_1x_coco.py' for s in 'tsb']
+        + [f'mask-rcnn_inline-pvt-{s}_fpn_1x_coco.py' for s in 'tsml']
+        + [f'mask-rcnn_inline-swin-{s}_fpn_ms-crop-3x_coco.py' for s in 'ts']
+        + [f'retinanet_inline-pvt-{s}_fpn_1x_coco.py' for s in 'tsml']
+        + ['retinanet_inline-swin-t_fpn_1x_coco.py']
+        + [f'fpn_inline-pvt-{s}_4xb4-80k_ade20k-512x512.py' for s in 'tsml']
+        + [f'upernet_inline-swin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb'])
+    assert sorted(set(expected) - names) == []
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
+def test_recipe(path: Path):
+    info = parse_name(path)
+    recipe = RECIPES[info['family']]
+    cfg = load(path)
+    assert cfg.default_scope == recipe['scope']
+    assert cfg.custom_imports == dict(imports=['inline_dense'], allow_failed_imports=False)
+
+    backbone = cfg.model.backbone
+    assert backbone.type == {'swin': 'InLineSwin', 'pvt': 'InLinePVT'}[info['kind']]
+    assert backbone.arch == SIZES[info['size']]
+    kind, size = info['variant']
+    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=f'checkpoints/inline_{kind}_{size}.pth')
+    channels = CHANNELS[info['variant']]
+    if info['model'] in ('mask-rcnn', 'fpn'):
+        assert tuple(backbone.out_indices) == (0, 1, 2, 3)
+        assert cfg.model.neck.in_channels == channels
+    elif info['model'] == 'retinanet':  # the stride-4 map is not used: not returned either
+        assert tuple(backbone.out_indices) == (1, 2, 3)
+        assert cfg.model.neck.in_channels == channels[1:] and cfg.model.neck.start_level == 0
+    else:
+        assert cfg.model.decode_head.in_channels == channels
+        assert cfg.model.auxiliary_head.in_channels == channels[2]
+    assert backbone.drop_path_rate == recipe.get('drop_path', DET_DROP_PATH[info['variant']])
+
+    optimizer = cfg.optim_wrapper.optimizer
+    assert optimizer.type == 'AdamW'
+    assert optimizer.lr == pytest.approx(recipe['lr'])
+    assert optimizer.weight_decay == pytest.approx(recipe['wd'])
+    assert set(cfg.optim_wrapper.paramwise_cfg.custom_keys) >= {'norm', 'relative_position_bias_table', 'pos_embed'}
+    assert cfg.train_dataloader.batch_size == recipe['batch']
+
+    schedulers = {s.type: s for s in cfg.param_scheduler}
+    warmup = schedulers.get('LinearLR')
+    assert (warmup.end if warmup else 0) == recipe['warmup']
+    if recipe['scope'] == 'mmdet':
+        assert cfg.model.type == recipe['detector']
+        assert cfg.train_cfg.max_epochs == recipe['epochs']
+        assert schedulers['MultiStepLR'].milestones == recipe['milestones']
+        assert schedulers['MultiStepLR'].end == recipe['epochs']
+        assert cfg.auto_scale_lr.base_batch_size == 16
+        multi_scale = any(t.type == 'RandomChoice' for t in cfg.train_dataloader.dataset.pipeline)
+        assert multi_scale == (info['schedule'] == 'ms-crop-3x')
+    else:
+        assert cfg.train_cfg.max_iters == recipe['iters']
+        poly = schedulers['PolyLR']
+        assert (poly.power, poly.eta_min, poly.begin, poly.end) == (recipe['poly_power'], 0.0, recipe['warmup'],
+                                                                    recipe['iters'])
+        assert cfg.model.decode_head.num_classes == 150
+        assert cfg.crop_size == (512, 512)
+
+
+# One config per recipe family (model, backbone kind, schedule): the settings these tests
+# look at live in the family's base; dumping is slow (yapf), so not all 21.
+FAMILY_CASES = sorted({parse_name(p)['family']: p for p in CONFIGS}.values())
+
+
+@pytest.mark.parametrize('path', FAMILY_CASES, ids=[p.stem for p in FAMILY_CASES])
+def test_config_survives_dump(path: Path, tmp_path: Path):
+    """Runners save the config to the work dir; the saved file must load to the same config."""
+    cfg = load(path)
+    out = tmp_path / path.name
+    cfg.dump(str(out))
+    again = Config.fromfile(str(out))
+    assert again.model.to_dict() == cfg.model.to_dict()
+    assert again.optim_wrapper.to_dict() == cfg.optim_wrapper.to_dict()
+
+
+def _inputs(model: torch.nn.Module, scope: str, hw=(64, 96)) -> Dict[str, object]:
+    """One uint8 image with its data sample, through the model's data preprocessor."""
+    img = torch.randint(0, 256, (3, *hw), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    meta = dict(img_shape=hw, ori_shape=hw, scale_factor=(1.0, 1.0))
+    if scope == 'mmdet':
+        from mmdet.structures import DetDataSample
+        sample = DetDataSample(metainfo=meta)
+    else:
+        from mmseg.structures import SegDataSample
+        sample = SegDataSample(metainfo=meta)
+    return model.data_preprocessor(dict(inputs=[img], data_samples=[sample]), training=False)
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
+def test_builds_and_predicts(path: Path):
+    info = parse_name(path)
+    cfg = shrink(load(path), info['kind'])
+    model = build(cfg)
+    backbone_cls = type(model.backbone).__name__
+    assert backbone_cls == cfg.model.backbone.type
+    assert [len(stage.blocks) for stage in model.backbone.stages] == list(SHRUNK_DEPTHS[info['kind']])
+    model.init_weights()
+    model.eval()
+    data = _inputs(model, cfg.default_scope)
+    with torch.no_grad():
+        feats = model.backbone(data['inputs'])
+        results = model(**data, mode='predict')
+
+    expected_channels = [CHANNELS[info['variant']][i] for i in cfg.model.backbone.out_indices]
+    assert [f.shape[1] for f in feats] == expected_channels
+    assert len(results) == 1
+    if cfg.default_scope == 'mmdet':
+        pred = results[0].pred_instances
+        assert pred.bboxes.ndim == 2 and pred.bboxes.shape[1] == 4
+        assert len(pred.scores) == len(pred.labels) == len(pred.bboxes)
+        if info['model'] == 'mask-rcnn':
+            assert pred.masks.shape[1:] == (64, 96)
+    else:
+        seg = results[0].pred_sem_seg.data
+        assert seg.shape == (1, 64, 96)
+        assert 0 <= int(seg.min()) and int(seg.max()) < 150
+
+
+def _decay_of(cfg: Config, model: torch.nn.Module) -> Dict[str, float]:
+    """Weight decay each backbone parameter gets from the config's optimizer wrapper."""
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    decay = {}
+    names = {id(p): n for n, p in model.named_parameters()}
+    for group in wrapper.optimizer.param_groups:
+        for p in group['params']:
+            decay[names[id(p)]] = group['weight_decay']
+    return {n[len('backbone.'):]: d for n, d in decay.items() if n.startswith('backbone.')}
+
+
+@pytest.mark.parametrize('path', FAMILY_CASES, ids=[p.stem for p in FAMILY_CASES])
+def test_no_weight_decay_on_norms_and_position_parameters(path: Path):
+    info = parse_name(path)
+    cfg = shrink(load(path), info['kind'])
+    decay = _decay_of(cfg, build(cfg))
+    exempt_pattern = re.compile(r'norm|pos_embed|relative_position_bias_table')
+    exempt = {n: d for n, d in decay.items() if exempt_pattern.search(n)}
+    decayed = {n: d for n, d in decay.items() if not exempt_pattern.search(n)}
+    # the shrunk backbone still has every kind of exempt parameter
+    kinds = {'out_norms', 'norm1', 'norm2', 'pos_embed' if info['kind'] == 'pvt' else 'relative_position_bias_table'}
+    assert all(any(k in n for n in exempt) for k in kinds), sorted(exempt)
+    assert set(exempt.values()) == {0.0}
+    wd = cfg.optim_wrapper.optimizer.weight_decay
+    assert decayed and all(d == pytest.approx(wd) for d in decayed.values())
+
+
+# One config per backbone variant, for the checkpoint tests.
+VARIANT_CASES = sorted({parse_name(p)['variant']: p for p in CONFIGS}.values())
+
+
+@pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
+def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    info = parse_name(path)
+    monkeypatch.chdir(tmp_path)  # the configs' relative checkpoints/ path does not exist here
+    cfg = shrink(load(path), info['kind'], keep_init=True)
+    model = build(cfg)
+    with pytest.raises(FileNotFoundError) as err:
+        model.init_weights()
+    message = str(err.value)
+    kind, size = info['variant']
+    assert f'checkpoints/inline_{kind}_{size}.pth' in message
+    assert 'model.backbone.init_cfg.checkpoint' in message  # it says how to point elsewhere
+
+
+def _parse_cfg_options(argv: List[str]) -> dict:
+    """The ``--cfg-options`` handling of mmdet's / mmseg's / our train.py."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    return parser.parse_args(argv).cfg_options
+
+
+@pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
+def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Path):
+    info = parse_name(path)
+    source = build(shrink(load(path), info['kind']))
+    source.init_weights()
+    weights = {k: v + 0.5 for k, v in source.backbone.state_dict().items()}  # differs from any fresh init
+    ckpt = tmp_path / 'elsewhere' / 'my_backbone.pth'
+    ckpt.parent.mkdir()
+    torch.save({'state_dict': weights}, ckpt)
+
+    cfg = shrink(load(path), info['kind'], keep_init=True)
+    cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', f'model.backbone.init_cfg.checkpoint={ckpt}']))
+    assert cfg.model.backbone.init_cfg == dict(type='Pretrained', checkpoint=str(ckpt))
+    model = build(cfg)
+    model.init_weights()
+    loaded = model.backbone.state_dict()
+    assert loaded.keys() == weights.keys()
+    assert all(torch.equal(loaded[k], weights[k]) for k in weights)
+
+    missing = tmp_path / 'nowhere' / 'inline.pth'
+    cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', f'model.backbone.init_cfg.checkpoint={missing}']))
+    with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
+        build(cfg).init_weights()
+
+
+def test_training_from_scratch_from_command_line():
+    path = CONFIG_ROOT / 'mask_rcnn' / 'mask-rcnn_inline-swin-t_fpn_1x_coco.py'
+    cfg = shrink(load(path), 'swin', keep_init=True)
+    cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', 'model.backbone.init_cfg=None']))
+    assert cfg.model.backbone.init_cfg is None
+    build(cfg).init_weights()  # no file needed
