@@ -124,11 +124,12 @@ for name in ('torch', 'timm', 'pycocotools', 'pytest', 'ftfy', 'regex', 'inline_
 origin = importlib.util.find_spec('inline_dense').origin
 assert os.path.realpath(origin).startswith(os.path.realpath(root) + os.sep)
 import torch, mmcv._ext  # noqa: E401,F401  (mmcv built with its compiled ops, for this torch)
+print(torch.__version__)
 PYEOF
 }
-if [ "${SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT_STAMP" ] && env_is_complete; then
+if [ "${SETUP_FORCE:-0}" != 1 ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT_STAMP" ] && torch_ver=$(env_is_complete); then
   save_template
-  say "already set up in $VENV (torch $("$PY" -c 'import torch; print(torch.__version__)'), mmcv $MMCV_VERSION," \
+  say "already set up in $VENV (torch $torch_ver, mmcv $MMCV_VERSION," \
       "mmdet $MMDET_VERSION, mmseg $MMSEG_VERSION); nothing to do in $(( $(date +%s) - T0 )) s"
   exit 0
 fi
@@ -193,7 +194,7 @@ build_mmcv() {
   std=$("$PY" "$ROOT/tools/torch_cxx_std.py") || fail "torch $TORCH_VER's headers compile with neither C++17 nor C++20 using $cxx" \
     "a newer compiler is needed (g++ >= 10 for C++20): check '$cxx --version'"
   say "building mmcv $MMCV_VERSION from source (ops: $OPS, $std, ${MAX_JOBS:-$(nproc)} jobs); ~15-30 min on 2 cores, once per torch/Python/CUDA"
-  "${PIP[@]}" install -q --target "$WORK/pins" "${BUILD_PINS[@]}" || fail "could not fetch the build tools (${BUILD_PINS[*]})" \
+  "${PIP[@]}" install -q --no-warn-conflicts --target "$WORK/pins" "${BUILD_PINS[@]}" || fail "could not fetch the build tools (${BUILD_PINS[*]})" \
     "check network access to PyPI"
   "${PIP[@]}" download -q --no-deps --no-binary :all: "mmcv==$MMCV_VERSION" -d "$WORK" \
     || fail "could not download the mmcv $MMCV_VERSION source" "check network access to PyPI"
@@ -229,8 +230,7 @@ else
   # Its dependencies come with the pip call below.
   "${PIPI[@]}" -q --force-reinstall --no-deps "$WHEEL_DIR"/mmcv-*.whl || fail "installing mmcv from $WHEEL_DIR failed" \
     "delete $WHEEL_DIR and run this script again"
-  have_mmcv || fail "mmcv was installed from $WHEEL_DIR but its compiled ops do not load" \
-    "the cached build may not match this torch: delete $WHEEL_DIR and run this script again"
+  MMCV_FROM="$WHEEL_DIR"
 fi
 
 # ---------------------------------------------------------------- mmengine, mmdet, mmseg, the rest, this package
@@ -241,6 +241,10 @@ fi
 "${PIPI[@]}" -q --no-deps --use-pep517 --no-build-isolation -e "$ROOT" \
   || fail "installing inline_dense from $ROOT failed (see above)" "check that $ROOT/setup.py is intact"
 
+if [ -n "${MMCV_FROM:-}" ] && ! have_mmcv; then
+  fail "mmcv was installed from $MMCV_FROM but its compiled ops do not load" \
+    "the cached build may not match this torch: delete $MMCV_FROM and run this script again"
+fi
 if ! conflicts=$("${PIP[@]}" check 2>&1); then
   printf '%s\n' "$conflicts" >&2
   if [ "$VENV" = "$ROOT/.venv" ]; then
@@ -251,7 +255,7 @@ fi
 "$PY" -c 'import torch, mmcv, mmcv.ops, mmdet, mmseg, inline_dense
 print("[setup] ok: torch", torch.__version__, "| mmcv", mmcv.__version__, "| mmdet", mmdet.__version__, "| mmseg", mmseg.__version__)' \
   || fail "the stack was installed but does not import (see the error above)" "run: SETUP_FORCE=1 bash tools/setup_env.sh"
-env_is_complete || fail "the installed environment does not match the pins" "run: SETUP_FORCE=1 bash tools/setup_env.sh"
+env_is_complete >/dev/null || fail "the installed environment does not match the pins" "run: SETUP_FORCE=1 bash tools/setup_env.sh"
 printf '%s\n' "$WANT_STAMP" >"$STAMP"
 save_template
 say "done in $(( $(date +%s) - T0 )) s; environment: $VENV (activate: source $VENV/bin/activate)"
