@@ -21,8 +21,11 @@ def main() -> None:
     parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...})")
     parser.add_argument('dst', help='where to write the backbone checkpoint')
     parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT'])
+    parser.add_argument('--trusted', action='store_true',
+                        help='the source holds pickled Python objects besides tensors (e.g. a training '
+                             'config) and comes from a source you trust: unpickle it fully, this once')
     args = parser.parse_args()
-    name, kept, dropped = convert_file(args.src, args.dst, args.backbone)
+    name, kept, dropped = convert_file(args.src, args.dst, args.backbone, args.trusted)
     print(f'{name}: wrote {kept} tensors to {args.dst} (dropped {dropped}: classification head, '
           f'derived buffers)')
 

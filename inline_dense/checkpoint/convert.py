@@ -20,13 +20,14 @@ def detect_backbone(state: StateDict) -> str:
                           f'(first keys: {keys[:5]}); pass --backbone explicitly.')
 
 
-def convert_file(src: str, dst: str, backbone: str = 'auto') -> Tuple[str, int, int]:
+def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = False) -> Tuple[str, int, int]:
     """Reads ``src`` (authors' layout), writes ``{'state_dict': ..., 'meta': ...}`` to ``dst``.
 
-    Returns (backbone name, tensors written, keys dropped).
+    ``trusted`` lets the source hold arbitrary pickled objects (see ``read_checkpoint``);
+    the file written holds tensors and plain data only. Returns (backbone, tensors, dropped keys).
     """
     from ..models import InLinePVT, InLineSwin
-    state = state_dict_of(read_checkpoint(src), repr(src))
+    state = state_dict_of(read_checkpoint(src, trusted=trusted), repr(src))
     name = detect_backbone(state) if backbone == 'auto' else backbone
     classes = {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT}
     if name not in classes:

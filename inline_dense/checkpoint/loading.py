@@ -17,21 +17,39 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read, or does not fit the backbone."""
 
 
-def read_checkpoint(path: str) -> Mapping:
-    """``torch.load`` with ``weights_only=True`` and errors that say what to do."""
+def read_checkpoint(path: str, trusted: bool = False) -> Mapping:
+    """``torch.load`` with ``weights_only=True`` and errors that say what to do.
+
+    ``trusted=True`` unpickles arbitrary objects: only for a file from a source you
+    trust, and only through ``tools/convert_checkpoint.py --trusted`` (one file, once).
+    """
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(
-            f'pretrained checkpoint {path!r} does not exist. Download the authors\' ImageNet checkpoint '
-            f'for this variant (see README.md, "Pretrained checkpoints") and save it there, or point '
-            f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH).')
+            f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
+            f'Download the authors\' ImageNet checkpoint for this variant (table in checkpoints/README.md) '
+            f'and save it there, point init_cfg.checkpoint at it (e.g. --cfg-options '
+            f'model.backbone.init_cfg.checkpoint=PATH), or train from scratch with '
+            f'--cfg-options model.backbone.init_cfg=None.')
     try:
-        return torch.load(path, map_location='cpu', weights_only=True)
-    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, KeyError) as exc:
-        raise CheckpointError(
-            f'{path!r} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]}). '
-            f'It may be truncated (an interrupted download or write) or not a checkpoint at all: '
-            f'download or save it again.') from exc
+        return torch.load(path, map_location='cpu', weights_only=not trusted)
+    except pickle.UnpicklingError as exc:
+        if 'Unsupported global' in str(exc) or 'GLOBAL' in str(exc):
+            raise CheckpointError(
+                f'{path!r} holds Python objects besides tensors (e.g. a training config), which '
+                f'weights_only loading refuses ({str(exc).splitlines()[0][:200]}). If you trust the file, '
+                f'extract its weights once: python tools/convert_checkpoint.py --trusted {path} '
+                f'OUT.pth, then use OUT.pth.') from exc
+        raise _unreadable(path, exc) from exc
+    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: str, exc: Exception) -> CheckpointError:
+    return CheckpointError(
+        f'{path!r} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]}). '
+        f'It may be truncated (an interrupted download or write) or not a checkpoint at all: '
+        f'download or save it again.')
 
 
 def state_dict_of(obj: Mapping, source: str = 'checkpoint') -> StateDict:
