@@ -20,7 +20,8 @@ def register_backbones() -> List[str]:
         except ImportError:
             continue
         for cls in (InLineSwin, InLinePVT):
-            if registry.get(cls.__name__) is not cls:
+            # module_dict, not get(): get() would import all of mmdet.models / mmseg.models
+            if registry.module_dict.get(cls.__name__) is not cls:
                 registry.register_module(name=cls.__name__, module=cls, force=True)
         used.append(module_name)
     return used
