@@ -1,9 +1,12 @@
 """mmengine Runner checkpoints load under ``torch.load(weights_only=True)`` once
 ``inline_dense`` is imported, and anything beyond what mmengine writes is still refused."""
 import copy
+import dataclasses
 import os
 import pickle
 import pickletools
+import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,6 +81,8 @@ class RecordResumedState(Hook):
 
 
 def make_runner(work_dir, max_iters, **kwargs) -> Runner:
+    """A Runner with its own experiment name: mmengine shares the MessageHub, logger and
+    visualizer between runners whose (timestamp) names collide."""
     loader = dict(dataset=TinyDataset(), sampler=dict(type='DefaultSampler', shuffle=True),
                   batch_size=4, collate_fn=dict(type='default_collate'))
     return Runner(
@@ -90,16 +95,32 @@ def make_runner(work_dir, max_iters, **kwargs) -> Runner:
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False,
                                            save_best='tiny/mse', rule='less'),
                            logger=dict(type='LoggerHook', interval=1)),
-        randomness=dict(seed=0), log_level='WARNING', **kwargs)
+        randomness=dict(seed=0), log_level='WARNING', experiment_name=f'foundation_{uuid.uuid4().hex}',
+        **kwargs)
+
+
+@dataclasses.dataclass
+class Trained:
+    """What a Runner held after 2 iterations (and a validation), copied, and its checkpoint."""
+    ckpt: Path
+    model_state: dict
+    optimizer: dict
+    loss_history: np.ndarray
+    scheduler_steps: list
+    best_score: float
 
 
 @pytest.fixture(scope='module')
-def trained(tmp_path_factory):
-    """A Runner trained 2 iterations (then validated), and its checkpoint iter_2.pth."""
+def trained(tmp_path_factory) -> Trained:
     work_dir = tmp_path_factory.mktemp('runner')
     runner = make_runner(work_dir, max_iters=2)
     runner.train()
-    return runner, work_dir / 'iter_2.pth'
+    return Trained(ckpt=work_dir / 'iter_2.pth',
+                   model_state=copy.deepcopy(runner.model.state_dict()),
+                   optimizer=copy.deepcopy(runner.optim_wrapper.state_dict()),
+                   loss_history=runner.message_hub.get_scalar('train/loss').data[0].copy(),
+                   scheduler_steps=[s.last_step for s in runner.param_schedulers],
+                   best_score=runner.message_hub.get_info('best_score'))
 
 
 @pytest.fixture
@@ -113,46 +134,42 @@ def without_allow_list():
 
 @needs_new_torch
 def test_runner_checkpoint_needs_the_allow_list(trained, without_allow_list):
-    _, ckpt = trained
     with pytest.raises(pickle.UnpicklingError):
-        torch.load(ckpt)
+        torch.load(trained.ckpt)
 
 
 @needs_new_torch
 def test_runner_checkpoint_loads_with_weights_only(trained):
-    runner, ckpt = trained
-    obj = torch.load(ckpt)  # torch's default: weights_only=True
+    obj = torch.load(trained.ckpt)  # torch's default: weights_only=True
     assert set(obj) >= {'meta', 'state_dict', 'message_hub', 'optimizer', 'param_schedulers'}
     assert obj['meta']['iter'] == 2
     hub = obj['message_hub']
-    np.testing.assert_array_equal(hub['log_scalars']['train/loss'].data[0],
-                                  runner.message_hub.get_scalar('train/loss').data[0])
+    np.testing.assert_array_equal(hub['log_scalars']['train/loss'].data[0], trained.loss_history)
     best = hub['runtime_info']['best_score']
-    assert isinstance(best, np.float64) and best == runner.message_hub.get_info('best_score')
+    assert isinstance(best, np.float64) and best == trained.best_score
     # mmengine's own loader (what --resume and tools/test.py use) goes through torch.load too.
     from mmengine.runner import load_checkpoint
     model = TinyModel()
-    load_checkpoint(model, str(ckpt), map_location='cpu')
-    torch.testing.assert_close(model.state_dict(), runner.model.state_dict())
+    load_checkpoint(model, str(trained.ckpt), map_location='cpu')
+    torch.testing.assert_close(model.state_dict(), trained.model_state)
 
 
 @needs_new_torch
 def test_runner_resumes_iter_optimizer_and_message_hub(trained, tmp_path):
-    runner, ckpt = trained
     recorder = RecordResumedState()
-    resumed = make_runner(tmp_path, max_iters=3, resume=True, load_from=str(ckpt),
+    resumed = make_runner(tmp_path, max_iters=3, resume=True, load_from=str(trained.ckpt),
                           custom_hooks=[recorder])
     resumed.train()
 
     assert recorder.iter == 2
-    before = runner.optim_wrapper.state_dict()
+    before = trained.optimizer
     assert recorder.optimizer['param_groups'] == before['param_groups']
     assert before['state'], 'SGD with momentum should have state to resume'
     for key, state in before['state'].items():
         torch.testing.assert_close(recorder.optimizer['state'][key], state)
-    np.testing.assert_array_equal(recorder.loss_history[0], runner.message_hub.get_scalar('train/loss').data[0])
-    assert recorder.scheduler_steps == [s.last_step for s in runner.param_schedulers]
-    assert recorder.best_score == runner.message_hub.get_info('best_score')
+    np.testing.assert_array_equal(recorder.loss_history[0], trained.loss_history)
+    assert recorder.scheduler_steps == trained.scheduler_steps
+    assert recorder.best_score == trained.best_score
     # Training went on from iteration 2, not from 0.
     assert resumed.iter == 3
     assert len(resumed.message_hub.get_scalar('train/loss').data[0]) == 3
@@ -197,9 +214,8 @@ def pickled_globals(path) -> set:
 ])
 def test_malicious_pickle_is_refused(tmp_path, trained, payload, global_name):
     marker = tmp_path / 'marker'
-    _, ckpt = trained
     # Hide the payload inside an otherwise genuine Runner checkpoint.
-    genuine = torch.load(ckpt)
+    genuine = torch.load(trained.ckpt)
     genuine['meta']['evil'] = payload(marker)
     path = tmp_path / 'evil.pth'
     torch.save(genuine, path)
