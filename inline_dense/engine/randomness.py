@@ -59,9 +59,11 @@ class DeterministicResumeHook(Hook):
     """Reseeds all generators before every training epoch and iteration.
 
     With it, a run killed and restarted with ``--resume`` ends with the same weights as an
-    uninterrupted one (same seed, same data order, deterministic kernels). Limits: data
-    workers with ``persistent_workers=True`` keep their own generators across epochs and
-    are restarted on resume, so their random augmentations differ after a restart.
+    uninterrupted one (same seed, same data order, deterministic kernels). Iteration-based
+    loops replay the data stream on resume, so this holds with any number of data workers.
+    Limit: in epoch-based loops, workers with ``persistent_workers=True`` keep their own
+    generators across epochs and are restarted on resume, so their random augmentations
+    differ after a restart (use ``persistent_workers=False`` there for exact resumes).
     """
 
     priority = 'VERY_HIGH'  # before any other hook draws random numbers
