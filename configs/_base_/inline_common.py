@@ -13,3 +13,8 @@ inline_paramwise_cfg = dict(
         'relative_position_bias_table': dict(decay_mult=0.),
         'pos_embed': dict(decay_mult=0.),
     })
+
+# Reliability (inline_dense.engine): padded tokens ignored by global attention, so an
+# image's features do not depend on its batch-mates; and a resumed run draws the same
+# random numbers as an uninterrupted one.
+custom_hooks = [dict(type='InLinePaddingMaskHook'), dict(type='DeterministicResumeHook')]

@@ -38,3 +38,6 @@ param_scheduler = [
 train_dataloader = dict(batch_size=4)
 val_dataloader = dict(batch_size=1)
 test_dataloader = val_dataloader
+
+# checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))

@@ -26,3 +26,6 @@ optim_wrapper = dict(
 
 # 8 GPUs x 2 images; auto_scale_lr's base_batch_size is 16.
 train_dataloader = dict(batch_size=2)
+
+# checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))

@@ -34,3 +34,6 @@ optim_wrapper = dict(
     paramwise_cfg=_base_.inline_paramwise_cfg)
 
 train_dataloader = dict(batch_size=2)
+
+# checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
