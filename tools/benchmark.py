@@ -66,6 +66,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--threads', type=int, default=0, help='torch threads (0: torch default)')
     p.add_argument('--skip', nargs='*', default=[],
                    help="jobs to leave out, as MODEL@HxW:MODE globs, e.g. 'pvt-t@1600x2432:train'")
+    p.add_argument('--keep-freed-memory', action='store_true',
+                   help='glibc: keep freed blocks in the process (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_) '
+                        'so each pass does not page-fault its large activations afresh')
     p.add_argument('--job-timeout', type=float, default=3600, help='seconds per job before it is killed')
     p.add_argument('--out', default=None, help='JSON file (default benchmarks/out/<kind>_<device>.json)')
     p.add_argument('--plot', default=None, help='PNG file (default: the JSON path with .png)')
@@ -148,10 +151,17 @@ def run_worker(spec_json: str) -> None:
     print('RESULT ' + json.dumps(result), flush=True)
 
 
-def run_job(spec: Dict[str, Any], timeout: float) -> Dict[str, Any]:
+# glibc hands blocks above 32 MiB back to the OS when freed (and trims the heap top), so the
+# next pass page-faults (and zero-fills) them again: a cost per byte that, at high
+# resolution, is paid by more and more of the activations. These keep them in the process.
+KEEP_FREED_ENV = {'MALLOC_MMAP_THRESHOLD_': str(2 ** 32), 'MALLOC_TRIM_THRESHOLD_': str(2 ** 36)}
+
+
+def run_job(spec: Dict[str, Any], timeout: float, keep_freed: bool = False) -> Dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), '--worker', json.dumps(spec)]
+    env = dict(os.environ, **KEEP_FREED_ENV) if keep_freed else None
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         return dict(spec_error=f'timed out after {timeout:.0f}s')
     for line in proc.stdout.splitlines()[::-1]:
@@ -201,7 +211,7 @@ def run_sweep(args: argparse.Namespace) -> List[Dict[str, Any]]:
     for _ in range(args.rounds):
         for label, spec in jobs:
             bar.note(label)
-            res = run_job(spec, args.job_timeout)
+            res = run_job(spec, args.job_timeout, args.keep_freed_memory)
             if 'spec_error' in res:
                 res = dict(model=spec['model_name'], height=spec['height'], width=spec['width'],
                            mode=spec['mode'], device=spec['device'], batch=spec['batch'],
@@ -362,6 +372,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         print_table(rows)
         print_comparisons(rows)
         payload = dict(kind='sweep', machine=machine_info(args.device), warmup=args.warmup, runs=args.runs,
+                       allocator='glibc, freed memory kept' if args.keep_freed_memory else 'default',
                        rounds=args.rounds, batch=args.batch, command=' '.join(sys.argv), results=rows)
         out = args.out or default_out('sweep', args.device)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
