@@ -229,7 +229,8 @@ def fmt(value: float, digits: int = 1) -> str:
 
 
 def print_table(rows: List[Dict[str, Any]]) -> None:
-    head = (f'{"model":24s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s} '
+    mw = max([24] + [len(r['model']) for r in rows])
+    head = (f'{"model":{mw}s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s} '
             f'{"CPU ms":>9s}  note')
     print(head)
     print('-' * len(head))
@@ -238,7 +239,7 @@ def print_table(rows: List[Dict[str, Any]]) -> None:
         spread = ''
         if r.get('times_ms'):
             spread = f'min {min(r["times_ms"]):.0f} max {max(r["times_ms"]):.0f}'
-        print(f'{r["model"]:24s} {r["height"]:>4d}x{r["width"]:<5d} {r["mode"]:>5s} {fmt(r["median_ms"]):>10s} '
+        print(f'{r["model"]:{mw}s} {r["height"]:>4d}x{r["width"]:<5d} {r["mode"]:>5s} {fmt(r["median_ms"]):>10s} '
               f'{fmt(r["throughput"], 2):>7s} {fmt(r["peak_mib"]):>9s} {fmt(r.get("cpu_ms", math.nan), 0):>9s}  '
               f'{note or spread}')
 
@@ -269,40 +270,56 @@ def print_comparisons(rows: List[Dict[str, Any]]) -> None:
 
 
 def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
+    """2 x modes grid: latency and peak memory against pixels, log-log, one line per model.
+
+    An InLine model and its softmax counterpart share a colour (solid vs dashed); the dotted
+    line through the InLine model's first point grows in proportion to the pixels.
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
     modes = [m for m in ('infer', 'train') if any(r['mode'] == m for r in rows)]
+    models = list(dict.fromkeys(r['model'] for r in rows))
+    families = list(dict.fromkeys(m[len('inline-'):] if m.startswith('inline-') else m for m in models))
+    colours = {f: f'C{i}' for i, f in enumerate(families)}
+    sizes = sorted({(r['pixels'], f'{r["height"]}x{r["width"]}') for r in rows})
     fig, axes = plt.subplots(len(modes), 2, figsize=(11, 4.2 * len(modes)), squeeze=False)
-    styles = {}
     for i, mode in enumerate(modes):
         for j, (key, label) in enumerate((('median_ms', 'latency (ms)'), ('peak_mib', 'peak memory (MiB)'))):
             ax = axes[i][j]
-            for model in dict.fromkeys(r['model'] for r in rows):
+            for model in models:
                 pts = sorted((r['pixels'], r[key]) for r in rows
                              if r['model'] == model and r['mode'] == mode and not r.get('error')
                              and r[key] and not math.isnan(r[key]))
                 if not pts:
                     continue
-                dashed = '-' if model.startswith('inline') else '--'
-                line, = ax.plot([p / 1e6 for p, _ in pts], [v for _, v in pts], dashed, marker='o',
-                                label=model, color=styles.get(model))
-                styles[model] = line.get_color()
-                if model.startswith('inline'):  # slope-1 guide through the first point
+                inline = model.startswith('inline-')
+                colour = colours[model[len('inline-'):] if inline else model]
+                ax.plot([p for p, _ in pts], [v for _, v in pts], '-' if inline else '--', marker='o',
+                        label=model, color=colour)
+                if inline:
                     p0, v0 = pts[0]
-                    ax.plot([p / 1e6 for p, _ in pts], [v0 * p / p0 for p, _ in pts], ':', color=line.get_color(),
-                            alpha=0.4, linewidth=1)
+                    ax.plot([p for p, _ in pts], [v0 * p / p0 for p, _ in pts], ':', color=colour,
+                            alpha=0.5, linewidth=1)
             ax.set_xscale('log')
             ax.set_yscale('log')
-            ax.set_xlabel('input megapixels')
+            ax.set_xticks([p for p, _ in sizes])
+            ax.set_xticklabels([s for _, s in sizes], rotation=20, fontsize=8)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            plain = FuncFormatter(lambda v, _: f'{v:g}')
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.tick_params(axis='y', which='minor', labelsize=7)
+            ax.set_xlabel('input size (log pixels)')
             ax.set_ylabel(label)
             ax.set_title(f'{mode}: {label.split(" (")[0]}')
             ax.grid(True, which='both', alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(title + '  (dotted: growth proportional to pixels)', fontsize=10)
+    fig.suptitle(title + '\n(solid: InLine, dashed: softmax; dotted: growth proportional to pixels)', fontsize=10)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=72)
     plt.close(fig)
 
 
