@@ -39,11 +39,12 @@ def main(argv=None) -> None:
     for name in (['coco', 'ade'] if args.which == 'all' else [args.which]):
         make, settings, default_root = jobs[name]
         root = args.root or default_root
-        existed = osp.isdir(root)
+        before = toy_data.read_stamp(root) if osp.isdir(root) else None
         t0 = time.time()
         out = make(root, force=args.force, **kwargs)
         stamp = toy_data.read_stamp(out)
-        verb = 'kept existing' if existed and not args.force else f'wrote in {time.time() - t0:.1f} s'
+        kept = before == stamp and not args.force
+        verb = 'kept existing' if kept else f'wrote in {time.time() - t0:.1f} s'
         print(f'toy {name}: {out} ({verb}; {stamp["num_train"]} train / {stamp["num_val"]} val images, '
               f'{stamp["image_size"][0]}x{stamp["image_size"][1]}, classes {", ".join(stamp["classes"])})')
         if stamp != settings(**kwargs):

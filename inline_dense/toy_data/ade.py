@@ -20,10 +20,10 @@ from .shapes import (SHAPES, default_object_size, draw_object, finish, noisy_bac
                      place_objects)
 
 TOY_ADE_CLASSES: Tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
-TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(120, 170, 230), (140, 110, 70)] + [
+TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [
     SHAPES[c][0] for c in TOY_ADE_CLASSES[2:]]
 DEFAULT_ADE_ROOT = 'data/toy_ade'
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: paler sky, so that blue triangles stand out
 SPLITS = {'training': ('train', 0), 'validation': ('val', 1)}
 
 

@@ -25,8 +25,8 @@ def read_stamp(root: str) -> Optional[dict]:
 def build_folder(root: str, settings: dict, fill: Callable[[str], None], force: bool = False) -> str:
     """Creates ``root`` by calling ``fill(tmp_dir)`` and renaming tmp_dir to ``root``.
 
-    An existing toy folder (one with a stamp) is kept unless ``force``; an existing
-    folder without a stamp is never touched. Concurrent callers (e.g. one per process
+    An existing toy folder (one with a stamp) is kept unless ``force`` or it was made by
+    another version of the generator; an existing folder without a stamp is never touched. Concurrent callers (e.g. one per process
     of a distributed run) are safe: the first rename wins, the others discard theirs.
     """
     root = osp.abspath(root)
@@ -36,6 +36,8 @@ def build_folder(root: str, settings: dict, fill: Callable[[str], None], force: 
             raise FileExistsError(
                 f'{root} exists but was not made by the toy data generator (no {STAMP}); '
                 f'it is left untouched. Choose another folder or remove this one.')
+        if stamp.get('kind') == settings.get('kind') and stamp.get('version') != settings.get('version'):
+            force = True  # made by an older generator: regenerate
         if not force:
             return root
     parent = osp.dirname(root)

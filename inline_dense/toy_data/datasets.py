@@ -1,0 +1,82 @@
+"""``ToyCocoDataset`` (mmdet) and ``ToyADE20KDataset`` (mmseg): the real dataset classes,
+with the toy classes as metainfo, that generate their folder when it is missing.
+
+Import this module (e.g. ``custom_imports=dict(imports=['inline_dense.toy_data.datasets'])``)
+to register them; a registry whose package is not installed is skipped.
+"""
+import os
+from typing import Callable, Optional
+
+from mmengine.dist import barrier, is_distributed
+
+from .ade import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, TOY_ADE_PALETTE, make_toy_ade
+from .coco import DEFAULT_COCO_ROOT, TOY_COCO_CLASSES, TOY_COCO_PALETTE, make_toy_coco
+from .folder import read_stamp
+
+
+def ensure_toy_folder(make: Callable[..., str], data_root: str, toy_data: Optional[dict]) -> None:
+    """Generates ``data_root`` with ``make(data_root, **toy_data)`` unless it holds toy data already
+    (made by this version of the generator; other settings are kept).
+
+    In a distributed run the first process of each machine writes it while the others
+    wait (the write is a single rename, so machines sharing a disk are safe too).
+    """
+    # torchrun's LOCAL_RANK (mmengine's get_local_rank needs a local process group it does not make)
+    local_rank = int(os.environ.get('LOCAL_RANK', 0)) if is_distributed() else 0
+    if local_rank == 0:
+        make(data_root, **(toy_data or {}))
+    barrier()
+    if read_stamp(data_root) is None:
+        raise FileNotFoundError(f'toy data folder {data_root} is missing after generation; '
+                                f'generate it with: python tools/make_toy_data.py')
+
+
+try:
+    from mmdet.datasets import CocoDataset
+    from mmdet.registry import DATASETS as DET_DATASETS
+except ImportError:  # mmdet not installed: no detection toy dataset
+    CocoDataset = None
+
+try:
+    from mmseg.datasets import ADE20KDataset
+    from mmseg.registry import DATASETS as SEG_DATASETS
+except ImportError:  # mmseg not installed: no segmentation toy dataset
+    ADE20KDataset = None
+
+if CocoDataset is not None:
+
+    @DET_DATASETS.register_module(force=True)
+    class ToyCocoDataset(CocoDataset):
+        """mmdet's CocoDataset on the toy COCO folder, generated on first use.
+
+        Args:
+            data_root: the folder (default ``data/toy_coco``, relative to the working directory).
+            toy_data: keyword arguments of ``make_toy_coco`` used when the folder is generated.
+            *args, **kwargs: as ``CocoDataset``.
+        """
+
+        METAINFO = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
+
+        def __init__(self, *args, data_root: str = DEFAULT_COCO_ROOT, toy_data: Optional[dict] = None,
+                     **kwargs) -> None:
+            ensure_toy_folder(make_toy_coco, data_root, toy_data)
+            super().__init__(*args, data_root=data_root, **kwargs)
+
+if ADE20KDataset is not None:
+
+    @SEG_DATASETS.register_module(force=True)
+    class ToyADE20KDataset(ADE20KDataset):
+        """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder, generated on first use.
+
+        Args:
+            data_root: the folder (default ``data/toy_ade``, relative to the working directory).
+            toy_data: keyword arguments of ``make_toy_ade`` used when the folder is generated.
+            *args, **kwargs: as ``ADE20KDataset``.
+        """
+
+        METAINFO = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
+
+        def __init__(self, *args, data_root: str = DEFAULT_ADE_ROOT, toy_data: Optional[dict] = None,
+                     **kwargs) -> None:
+            ensure_toy_folder(make_toy_ade, data_root, toy_data)
+            super().__init__(*args, data_root=data_root, **kwargs)

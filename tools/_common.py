@@ -1,0 +1,181 @@
+"""What tools/train.py, tools/test.py and tools/demo_toy.py share: loading a config,
+telling MMDetection from MMSegmentation configs, and running on CPU-only machines."""
+import importlib
+import os
+import os.path as osp
+import sys
+import warnings
+from typing import Any, Optional, Sequence
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CODEBASES = ('mmdet', 'mmseg')
+
+
+def import_inline_dense() -> None:
+    """Imports inline_dense (registers the backbones, makes mmengine checkpoints loadable
+    under torch's weights_only loading), from this checkout when it is not installed."""
+    try:
+        importlib.import_module('inline_dense')
+    except ImportError:
+        sys.path.insert(0, ROOT)
+        importlib.import_module('inline_dense')
+
+
+def load_config(path: str, cfg_options: Optional[dict] = None):
+    """mmengine Config from ``path`` with ``--cfg-options`` merged in."""
+    from mmengine.config import Config
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file {path} does not exist; pass a path such as '
+                                f'configs/toy/mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    return cfg
+
+
+def _own_models(codebase: str) -> set:
+    importlib.import_module(f'{codebase}.utils').register_all_modules(init_default_scope=False)
+    return set(importlib.import_module(f'{codebase}.registry').MODELS.module_dict)
+
+
+def detect_codebase(cfg) -> str:
+    """'mmdet' or 'mmseg': from ``default_scope``, else from the type of ``cfg.model``."""
+    scope = cfg.get('default_scope')
+    if scope in CODEBASES:
+        return scope
+    model_type = (cfg.get('model') or {}).get('type')
+    found = []
+    for codebase in CODEBASES:
+        try:
+            if model_type in _own_models(codebase):
+                found.append(codebase)
+        except ImportError:
+            continue
+    if len(found) == 1:
+        return found[0]
+    raise ValueError(
+        f'cannot tell whether this is an MMDetection or an MMSegmentation config (default_scope='
+        f'{scope!r}, model type {model_type!r}). Set default_scope = "mmdet" or "mmseg" in the config '
+        f'(the default_runtime.py of either package\'s _base_ does it).')
+
+
+def setup_codebase(cfg) -> str:
+    """Registers all modules of the config's codebase, makes it the default scope, returns it."""
+    import_inline_dense()
+    codebase = detect_codebase(cfg)
+    importlib.import_module(f'{codebase}.utils').register_all_modules(init_default_scope=True)
+    cfg.default_scope = codebase
+    return codebase
+
+
+def default_work_dir(cfg, config_path: str, work_dir: Optional[str]) -> None:
+    """work_dir priority: command line > the config's ``work_dir`` > work_dirs/<config name>."""
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(config_path))[0])
+
+
+def set_local_rank(local_rank: int) -> None:
+    """torch.distributed.launch passes --local-rank; torchrun sets LOCAL_RANK itself."""
+    os.environ.setdefault('LOCAL_RANK', str(local_rank))
+
+
+def _replace_types(node: Any, old: str, new: str) -> int:
+    """Replaces every ``type=old`` inside nested dicts/lists by ``new``; returns the count."""
+    count = 0
+    if isinstance(node, dict):
+        if node.get('type') == old:
+            node['type'] = new
+            count += 1
+        for value in node.values():
+            count += _replace_types(value, old, new)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            count += _replace_types(value, old, new)
+    return count
+
+
+def adapt_to_cpu(cfg) -> None:
+    """Settings a distributed run needs when there is no GPU (no effect with CUDA or launcher none).
+
+    gloo instead of nccl; DDP without device_ids (those name GPUs); plain BN instead of SyncBN,
+    which torch does not support on CPU. The process group is started here, because mmengine's
+    own start-up binds each process to a GPU first.
+    """
+    import torch
+    launcher = cfg.get('launcher', 'none')
+    if launcher == 'none' or torch.cuda.is_available():
+        return
+    if launcher != 'pytorch':
+        raise ValueError(f'--launcher {launcher} needs GPUs (mmengine binds every process to one); '
+                         f'for multi-process training on CPUs use torchrun: bash tools/dist_train.sh '
+                         f'CONFIG NUM_PROCS (it passes --launcher pytorch).')
+    env_cfg = cfg.setdefault('env_cfg', {})
+    dist_cfg = env_cfg.setdefault('dist_cfg', {})
+    dist_cfg['backend'] = 'gloo'
+    wrapper = cfg.get('model_wrapper_cfg') or dict(type='MMDistributedDataParallel')
+    wrapper.setdefault('broadcast_buffers', False)
+    wrapper.setdefault('find_unused_parameters', cfg.get('find_unused_parameters', False))
+    wrapper['device_ids'] = None
+    cfg.model_wrapper_cfg = wrapper
+    if _replace_types(cfg.model, 'SyncBN', 'BN'):
+        warnings.warn('no GPU: SyncBN layers are replaced by BN (torch supports SyncBatchNorm on GPUs only); '
+                      'batch statistics are per process.')
+    if cfg.get('sync_bn'):
+        cfg.sync_bn = None
+    init_cpu_process_group(dist_cfg)
+
+
+def init_cpu_process_group(dist_cfg: dict) -> None:
+    """Starts the gloo process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...)."""
+    import datetime
+
+    import torch.distributed as dist
+    if dist.is_initialized():
+        return
+    missing = [k for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT') if k not in os.environ]
+    if missing:
+        raise RuntimeError(f'--launcher pytorch expects torchrun\'s environment variables, {missing} are not '
+                           f'set; start the processes with bash tools/dist_train.sh CONFIG NUM_PROCS.')
+    kwargs = {k: v for k, v in dist_cfg.items() if k != 'backend'}
+    if isinstance(kwargs.get('timeout'), (int, float)):
+        kwargs['timeout'] = datetime.timedelta(seconds=kwargs['timeout'])
+    dist.init_process_group(backend='gloo', **kwargs)
+
+
+def build_runner(cfg):
+    """The Runner, or the registered runner named by ``cfg.runner_type``."""
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+    if 'runner_type' in cfg:
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)
+
+
+def register_cpu_amp() -> None:
+    """Registers ``CpuAmpOptimWrapper``: autocast to bfloat16 on CPU, without loss scaling.
+
+    mmengine's AmpOptimWrapper refuses to run without a GPU/NPU/MLU, and torch has no
+    float16 autocast on CPU, so ``--amp`` on a CPU-only machine uses this instead.
+    """
+    from contextlib import contextmanager
+
+    import torch
+    from mmengine.optim import OptimWrapper
+    from mmengine.registry import OPTIM_WRAPPERS
+
+    if 'CpuAmpOptimWrapper' in OPTIM_WRAPPERS.module_dict:
+        return
+
+    class CpuAmpOptimWrapper(OptimWrapper):
+        def __init__(self, dtype: str = 'bfloat16', **kwargs) -> None:
+            super().__init__(**kwargs)
+            self.cast_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+
+        @contextmanager
+        def optim_context(self, model):
+            with super().optim_context(model), torch.autocast('cpu', dtype=self.cast_dtype):
+                yield
+
+    OPTIM_WRAPPERS.register_module(name='CpuAmpOptimWrapper', module=CpuAmpOptimWrapper)

@@ -1,0 +1,156 @@
+"""The main job: train a toy InLine detector on CPU, evaluate it with COCO AP, draw its predictions.
+
+    python tools/demo_toy.py                     # toy Mask R-CNN + InLine-Swin, a few minutes on CPU
+    python tools/demo_toy.py --config configs/toy/retinanet_inline-pvt-mini_fpn_toy-coco.py
+
+Steps: generate data/toy_coco if missing -> train from scratch -> evaluate on the toy val set
+(pycocotools box AP, and mask AP for Mask R-CNN) -> write GT | prediction pictures of a few val
+images to WORK_DIR/predictions.png. The checkpoint is WORK_DIR/iter_<N>.pth; evaluate it again with
+    python tools/test.py CONFIG WORK_DIR/iter_<N>.pth
+"""
+import argparse
+import logging
+import os
+import os.path as osp
+import sys
+import time
+from typing import List
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+
+from _common import ROOT, build_runner, load_config, setup_codebase  # noqa: E402
+
+DEFAULT_CONFIG = osp.join(ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from mmengine.config import DictAction
+    parser = argparse.ArgumentParser(description='Train, evaluate and visualise a toy InLine detector on CPU')
+    parser.add_argument('--config', default=DEFAULT_CONFIG, help='a configs/toy/*toy-coco.py config')
+    parser.add_argument('--work-dir', default='work_dirs/demo_toy', help='logs, checkpoint and picture')
+    parser.add_argument('--max-iters', type=int, help="training iterations (default: the config's)")
+    parser.add_argument('--num-pictures', type=int, default=4, help='val images drawn in the picture')
+    parser.add_argument('--score-thr', type=float, default=0.5, help='predictions drawn above this score')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--threads', type=int, default=1,
+                        help='torch CPU threads (1: the toy tensors are small, and several threads that '
+                             'share busy cores wait on each other, which can be 10x slower)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
+    return parser.parse_args(argv)
+
+
+def upscale_sample(sample, factor: int):
+    """A copy of a DetDataSample with boxes and masks ``factor`` times the original image's size.
+
+    Predictions are in original image pixels, and so is the ground truth: mmdet's test
+    pipelines load the annotations after resizing the image.
+    """
+    import torch.nn.functional as F
+    from mmdet.structures.mask import BitmapMasks, PolygonMasks
+
+    sample = sample.clone()
+    for key in ('gt_instances', 'pred_instances'):
+        if key not in sample:
+            continue
+        inst = getattr(sample, key)
+        inst.bboxes = inst.bboxes * factor
+        if 'masks' in inst:
+            masks = inst.masks
+            if isinstance(masks, (BitmapMasks, PolygonMasks)):
+                inst.masks = masks.rescale(factor)
+            elif len(masks):
+                inst.masks = F.interpolate(masks[:, None].float(), scale_factor=factor, mode='nearest')[:, 0] > 0.5
+            else:
+                h, w = masks.shape[-2:]
+                inst.masks = masks.new_zeros((0, h * factor, w * factor))
+    return sample
+
+
+def draw_predictions(runner, out_file: str, num: int, score_thr: float, factor: int = 3) -> None:
+    """Runs the trained model on the first ``num`` test images and writes rows of GT | prediction."""
+    import mmcv
+    import numpy as np
+    import torch
+
+    model = getattr(runner.model, 'module', runner.model)
+    model.eval()
+    visualizer = runner.visualizer
+    visualizer.dataset_meta = runner.test_dataloader.dataset.metainfo
+    rows: List[np.ndarray] = []
+    with torch.no_grad():
+        for i, batch in enumerate(runner.test_dataloader):
+            if i >= num:
+                break
+            for sample in model.test_step(batch):
+                image = mmcv.imread(sample.img_path, channel_order='rgb')
+                image = mmcv.imrescale(image, factor, interpolation='nearest')
+                visualizer.add_datasample(osp.basename(sample.img_path), image, upscale_sample(sample, factor),
+                                          draw_gt=True, draw_pred=True, pred_score_thr=score_thr, show=False)
+                rows.append(visualizer.get_image())
+    os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
+    mmcv.imwrite(np.concatenate(rows, 0)[:, :, ::-1], out_file)
+
+
+def fit_schedule(cfg, max_iters: int) -> None:
+    """``max_iters`` training iterations, the LR schedule stretched to match, one evaluation after."""
+    old = cfg.train_cfg.max_iters
+    cfg.train_cfg.max_iters = max_iters
+    cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None  # evaluated once, after training
+    for sched in cfg.param_scheduler:
+        for key in ('begin', 'end'):
+            if key in sched:
+                sched[key] = round(sched[key] * max_iters / old)
+        sched['end'] = max(sched['end'], sched.get('begin', 0) + 1)
+    cfg.default_hooks.checkpoint.interval = max_iters
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    t0 = time.time()
+    import torch
+    torch.set_num_threads(max(args.threads, 1))
+    cfg = load_config(args.config, args.cfg_options)
+    if setup_codebase(cfg) != 'mmdet':
+        raise ValueError(f'{args.config} is not a detection config; the demo needs a configs/toy/*toy-coco.py one')
+    max_iters = args.max_iters or cfg.train_cfg.max_iters
+    fit_schedule(cfg, max_iters)
+    cfg.work_dir = args.work_dir
+    cfg.randomness = dict(seed=args.seed)
+
+    from inline_dense.toy_data import make_toy_coco
+    data_cfg = cfg.train_dataloader.dataset
+    existed = osp.isdir(data_cfg.data_root)
+    root = make_toy_coco(data_cfg.data_root, **(data_cfg.get('toy_data') or {}))
+    print(f'[demo] toy COCO data: {root} ({"existing" if existed else "generated"})', flush=True)
+
+    cfg.log_level = 'WARNING'  # no dump of the environment and the whole config ...
+    runner = build_runner(cfg)
+    for logger in (runner.logger, *runner.logger.handlers):  # ... but the training progress
+        logger.setLevel(logging.INFO)
+    for handler in runner.logger.handlers:  # and not one line per parameter without weight decay
+        handler.addFilter(lambda record: not record.getMessage().startswith('paramwise_options'))
+    print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations', flush=True)
+    t1 = time.time()
+    runner.train()
+    t_train = time.time() - t1
+    t1 = time.time()
+    metrics = runner.test()
+    t_eval = time.time() - t1
+    picture = osp.join(args.work_dir, 'predictions.png')
+    draw_predictions(runner, picture, args.num_pictures, args.score_thr)
+
+    print('\n[demo] ===== results on the toy COCO val set (pycocotools) =====')
+    for key, name in (('coco/bbox_mAP', 'box AP'), ('coco/bbox_mAP_50', 'box AP50'),
+                      ('coco/segm_mAP', 'mask AP'), ('coco/segm_mAP_50', 'mask AP50')):
+        if key in metrics:
+            print(f'[demo] {name:>9}: {metrics[key]:.3f}')
+    print('[demo] (a detector guessing at random scores about 0.00)')
+    print(f'[demo] train {t_train:.0f} s, eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
+          f'(torch threads: {torch.get_num_threads()})')
+    print(f'[demo] checkpoint: {osp.join(args.work_dir, f"iter_{max_iters}.pth")}')
+    print(f'[demo] picture (left ground truth, right predictions with score > {args.score_thr}): {picture}')
+    return metrics
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,78 @@
+"""Evaluate a trained detector or segmentor with the config's test_evaluator (COCO AP, mIoU, ...).
+
+    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out preds.pkl] [--show-dir DIR]
+                         [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+"""
+import argparse
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+
+from _common import (adapt_to_cpu, build_runner, default_work_dir, load_config,  # noqa: E402
+                     set_local_rank, setup_codebase)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from mmengine.config import DictAction
+    parser = argparse.ArgumentParser(description='Test (and evaluate) an MMDetection or MMSegmentation model')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='where the metrics (json) and logs go')
+    parser.add_argument('--out', help='dump the raw predictions to this .pkl file')
+    parser.add_argument('--show-dir', help='save pictures of the predictions here '
+                                           '(relative paths: under WORK_DIR/<timestamp>/)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings, key=value')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+                        help='job launcher (pytorch = torchrun; see tools/dist_test.sh)')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    set_local_rank(args.local_rank)
+    if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
+        parser.error(f'--out {args.out}: the predictions are dumped with pickle; use a .pkl file name')
+    return args
+
+
+def draw_predictions(cfg, codebase: str, show_dir: str) -> None:
+    """Turns on the visualization hook so every test image is drawn into ``show_dir``."""
+    hook = cfg.get('default_hooks', {}).get('visualization')
+    if hook is None:
+        raise ValueError('--show-dir needs default_hooks.visualization in the config (DetVisualizationHook '
+                         'for mmdet, SegVisualizationHook for mmseg); the packages\' default_runtime.py has it.')
+    hook['draw'] = True
+    if codebase == 'mmdet':
+        hook['test_out_dir'] = show_dir
+    else:
+        cfg.visualizer['save_dir'] = show_dir
+
+
+def add_dump(runner, codebase: str, out: str) -> None:
+    if codebase == 'mmdet':
+        from mmdet.evaluation import DumpDetResults as Dump
+    else:
+        from mmengine.evaluator import DumpResults as Dump
+    runner.test_evaluator.metrics.append(Dump(out_file_path=out))
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    cfg = load_config(args.config, args.cfg_options)
+    codebase = setup_codebase(cfg)
+    cfg.launcher = args.launcher
+    default_work_dir(cfg, args.config, args.work_dir)
+    if not osp.isfile(args.checkpoint):
+        raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
+                                f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')
+    cfg.load_from = args.checkpoint
+    if args.show_dir:
+        draw_predictions(cfg, codebase, args.show_dir)
+    adapt_to_cpu(cfg)
+    runner = build_runner(cfg)
+    if args.out:
+        add_dump(runner, codebase, args.out)
+    return runner.test()
+
+
+if __name__ == '__main__':
+    main()
