@@ -131,14 +131,14 @@ def test_toy_datasets_generate_on_first_use(tmp_path):
     from mmseg.registry import DATASETS as SEG
 
     coco_root = tmp_path / 'toy_coco'
-    det = DET.build(dict(type='ToyCocoDataset', data_root=str(coco_root), toy_data=SMALL,
+    det = DET.build(dict(type='mmdet.ToyCocoDataset', data_root=str(coco_root), toy_data=SMALL,
                          ann_file='annotations/instances_val2017.json', data_prefix=dict(img='val2017/'),
                          pipeline=[]))
     assert read_stamp(str(coco_root))['kind'] == 'coco'
     assert len(det) == 2 and det.metainfo['classes'] == TOY_COCO_CLASSES
     assert {inst['bbox_label'] for i in range(len(det)) for inst in det.get_data_info(i)['instances']} <= {0, 1, 2}
 
-    seg = SEG.build(dict(type='ToyADE20KDataset', data_root=str(tmp_path / 'toy_ade'), toy_data=SMALL,
+    seg = SEG.build(dict(type='mmseg.ToyADE20KDataset', data_root=str(tmp_path / 'toy_ade'), toy_data=SMALL,
                          data_prefix=dict(img_path='images/validation', seg_map_path='annotations/validation'),
                          pipeline=[dict(type='mmseg.LoadAnnotations', reduce_zero_label=True)]))
     assert len(seg) == 2 and seg.metainfo['classes'] == TOY_ADE_CLASSES
@@ -224,6 +224,17 @@ def test_amp_float16_on_cpu_is_refused(monkeypatch):
     monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
     with pytest.raises(ValueError, match='float16 autocast on CPU'):
         train_tool.enable_amp(_optim_cfg(dtype='float16'))
+
+
+def test_amp_on_cpu_refuses_two_stage_detectors(monkeypatch):
+    import mmengine.device
+    monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
+    cfg = _common.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
+    with pytest.raises(ValueError, match='no bfloat16 version'):
+        train_tool.enable_amp(cfg)
+    cfg = _common.load_config(str(TOY / 'retinanet_inline-pvt-mini_fpn_toy-coco.py'))
+    train_tool.enable_amp(cfg)
+    assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper'
 
 
 def test_cpu_amp_wrapper_autocasts_to_bfloat16():

@@ -124,15 +124,19 @@ def test_train_checkpoint_resume_evaluate(name, toy_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_test_tool_draws_predictions(toy_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize('name, pictures', [
+    ('mask-rcnn_inline-swin-mini_fpn_toy-coco.py', '*.jpg'),  # DetVisualizationHook: one file per image
+    ('fpn_inline-pvt-mini_toy-ade.py', 'vis_data/vis_image/*.png'),  # SegVisualizationHook: via the visualizer
+])
+def test_test_tool_draws_predictions(name, pictures, toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
     train, test = load_tool('train'), load_tool('test')
-    config = str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
+    config = str(TOY / name)
     train.main([config, '--work-dir', str(tmp_path), '--cfg-options', *quick_options(1)])
     show = tmp_path / 'show'
     test.main([config, str(tmp_path / 'iter_1.pth'), '--work-dir', str(tmp_path), '--show-dir', str(show),
-               '--cfg-options', *quick_options(1)])
-    assert len(list(show.glob('*.jpg'))) == SMALL['num_val']
+               '--cfg-options', *quick_options(1), 'visualizer.name=vis_' + tmp_path.name])
+    assert len(list(show.glob(pictures))) == SMALL['num_val']
 
 
 @pytest.mark.slow
@@ -178,3 +182,21 @@ def test_two_process_cpu_training(toy_dir, tmp_path):
     log = next(work.glob('*/*.log')).read_text()
     assert 'Distributed training: True' in log and 'GPU number: 2' in log
     assert "backend='gloo'" in log or '"gloo"' in log or "'gloo'" in log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('package, name', [
+    ('mmdet', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'),
+    ('mmseg', 'upernet_inline-swin-mini_toy-ade.py'),
+])
+def test_config_runs_with_the_packages_own_train_tool(package, name, toy_dir, tmp_path):
+    """The configs need nothing from tools/: mmdet's / mmseg's shipped tools/train.py train them."""
+    import importlib
+    tool = Path(importlib.import_module(package).__file__).parent / '.mim' / 'tools' / 'train.py'
+    assert tool.is_file(), f'{package} no longer ships {tool}'
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES='', OMP_NUM_THREADS='1')
+    res = subprocess.run([sys.executable, str(tool), str(TOY / name), '--work-dir', str(tmp_path),
+                          '--cfg-options', *quick_options(1)],
+                         cwd=toy_dir, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert checkpoints(tmp_path) == ['iter_1.pth']

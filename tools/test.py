@@ -44,6 +44,7 @@ def draw_predictions(cfg, codebase: str, show_dir: str) -> None:
     if codebase == 'mmdet':
         hook['test_out_dir'] = show_dir
     else:
+        hook['interval'] = 1  # every test image (SegVisualizationHook draws every 50th by default)
         cfg.visualizer['save_dir'] = show_dir
 
 

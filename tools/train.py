@@ -51,6 +51,11 @@ def enable_amp(cfg) -> None:
         if dtype == 'float16':
             raise ValueError('--amp with optim_wrapper.dtype=float16 needs a GPU: torch has no float16 '
                              'autocast on CPU. Leave dtype unset (bfloat16 is used on CPU) or drop --amp.')
+        model = cfg.get('model') or {}
+        if model.get('rpn_head') or model.get('roi_head'):
+            raise ValueError(f'--amp on CPU: {model.get("type")} proposes boxes with mmcv\'s NMS / RoIAlign, whose CPU '
+                             f'kernels have no bfloat16 version. On CPU, --amp works for one-stage detectors '
+                             f'(RetinaNet) and the segmentors; train this model without --amp, or with --amp on a GPU.')
         register_cpu_amp()
         wrapper.type = 'CpuAmpOptimWrapper'
     else:
