@@ -73,6 +73,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--out', default=None, help='JSON file (default benchmarks/out/<kind>_<device>.json)')
     p.add_argument('--plot', default=None, help='PNG file (default: the JSON path with .png)')
     p.add_argument('--no-plot', action='store_true')
+    p.add_argument('--replot', default=None, metavar='JSON',
+                   help='only redraw the table and plot of an earlier sweep JSON (plot next to it, or --plot)')
     p.add_argument('--layer', action='store_true',
                    help='instead: one InLine attention layer vs its qkv+output projections alone')
     p.add_argument('--layer-grid', type=parse_hw, default=(200, 304), help='token grid HxW (default 200x304)')
@@ -278,7 +280,7 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     modes = [m for m in ('infer', 'train') if any(r['mode'] == m for r in rows)]
     models = list(dict.fromkeys(r['model'] for r in rows))
     families = list(dict.fromkeys(m[len('inline-'):] if m.startswith('inline-') else m for m in models))
@@ -305,12 +307,13 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
             ax.set_xscale('log')
             ax.set_yscale('log')
             ax.set_xticks([p for p, _ in sizes])
-            ax.set_xticklabels([s for _, s in sizes], rotation=20, fontsize=8)
+            # neighbouring sizes with similar pixel counts get their labels on a second line
+            labels = [s if k == 0 or p > 1.4 * sizes[k - 1][0] else '\n' + s for k, (p, s) in enumerate(sizes)]
+            ax.set_xticklabels(labels, fontsize=8)
             ax.xaxis.set_minor_formatter(NullFormatter())
-            plain = FuncFormatter(lambda v, _: f'{v:g}')
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain)
-            ax.tick_params(axis='y', which='minor', labelsize=7)
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f'{v:g}'))
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel('input size (log pixels)')
             ax.set_ylabel(label)
             ax.set_title(f'{mode}: {label.split(" (")[0]}')
@@ -321,6 +324,11 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=72)
     plt.close(fig)
+    try:  # a 64-colour palette keeps the PNG small enough to commit
+        from PIL import Image
+        Image.open(path).convert('RGB').quantize(colors=64).save(path, optimize=True)
+    except ImportError:
+        pass
 
 
 def machine_info(device: str) -> Dict[str, Any]:
@@ -338,6 +346,14 @@ def machine_info(device: str) -> Dict[str, Any]:
     if device.startswith('cuda') and torch.cuda.is_available():
         info['gpu'] = torch.cuda.get_device_name(torch.device(device))
     return info
+
+
+def plot_title(payload: Dict[str, Any]) -> str:
+    m = payload['machine']
+    where = m.get('gpu', m['device']) if m['device'] != 'cpu' else f'{m["cpu"]}, {m["cores"]} cores'
+    threads = {r.get('threads') for r in payload['results'] if r.get('threads')}
+    return (f'{where}, {"/".join(str(t) for t in sorted(threads)) or m["threads"]} threads, '
+            f'batch {payload["batch"]}, torch {m["torch"]}')
 
 
 def default_out(kind: str, device: str) -> str:
@@ -380,6 +396,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     if args.worker is not None:
         run_worker(args.worker)
         return
+    if args.replot:
+        with open(args.replot) as f:
+            payload = json.load(f)
+        print_table(payload['results'])
+        print_comparisons(payload['results'])
+        png = args.plot or os.path.splitext(args.replot)[0] + '.png'
+        plot(payload['results'], png, plot_title(payload))
+        print(f'\nwrote {png}')
+        return
     if args.layer:
         payload = run_layer(args)
         out = args.out or default_out('layer', 'cpu')
@@ -398,9 +423,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print(f'\nwrote {out}')
     if not args.layer and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'
-        m = payload['machine']
-        plot(payload['results'], png, f'{m["cpu"] if args.device == "cpu" else m.get("gpu", args.device)}, '
-                                      f'{m["threads"]} threads, batch {args.batch}')
+        plot(payload['results'], png, plot_title(payload))
         print(f'wrote {png}')
 
 
