@@ -92,6 +92,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in ('batch', 'runs', 'rounds'):
         if getattr(args, name) < 1:
             p.error(f'--{name} must be >= 1')
+    if args.worker is None and not args.layer and not args.replot:
+        from inline_dense.analysis.benchmark import backbone_zoo
+        unknown = [m for m in args.models if m not in backbone_zoo()]
+        if unknown:
+            p.error(f'unknown model(s) {unknown}; choose from {sorted(backbone_zoo())} or pass --config PATH')
+        missing = [c for c in args.config if not os.path.isfile(c)]
+        if missing:
+            p.error(f'config file(s) not found: {missing}')
     return args
 
 
