@@ -2,8 +2,6 @@
 
 The full environment (torch, mmcv 2.1.0 compiled from source, mmdet, mmseg) is made by
 ``bash tools/setup_env.sh``; ``pip install -e .`` alone expects mmcv with its ops installed.
-Ranges: what tools/setup_env.sh installs and the tests run on (upper end), down to the
-oldest releases whose APIs the package uses (lower end).
 """
 import os
 
@@ -13,6 +11,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 with open(os.path.join(HERE, 'README.md'), encoding='utf-8') as f:
     README = f.read()
+# Ranges in requirements/runtime.txt; the exact versions tools/setup_env.sh installs are in
+# requirements/lock-py<version>.txt.
+with open(os.path.join(HERE, 'requirements', 'runtime.txt'), encoding='utf-8') as f:
+    REQUIREMENTS = [line.split('#')[0].strip() for line in f if line.split('#')[0].strip()]
 
 setup(
     name='inline_dense',
@@ -22,14 +24,6 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['inline_dense', 'inline_dense.*']),
     python_requires='>=3.9,<3.12',  # mmcv 2.1.0 / mmdet 3.3.0
-    install_requires=[
-        'torch>=2.1,<2.15',              # tested: 2.14.1; safe_load is a no-op before 2.6
-        'mmengine>=0.10.4,<0.11',        # tested: 0.10.7 (its Runner checkpoint layout)
-        'mmcv>=2.1.0,<2.2.0',            # tested: 2.1.0 with compiled ops; mmdet 3.3 refuses 2.2
-        'mmdet>=3.3.0,<3.4',             # tested: 3.3.0
-        'mmsegmentation>=1.2.2,<1.3',    # tested: 1.2.2
-        'numpy>=1.23,<2.5',              # tested: 2.4 (what torch 2.14 brings)
-        'pycocotools>=2.0.8',            # first release built for numpy 2
-    ],
+    install_requires=REQUIREMENTS,
     extras_require={'tests': ['pytest>=7'], 'tools': ['matplotlib', 'timm>=0.9']},
 )
