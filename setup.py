@@ -25,5 +25,5 @@ setup(
     packages=find_packages(include=['inline_dense', 'inline_dense.*']),
     python_requires='>=3.9,<3.12',  # mmcv 2.1.0 / mmdet 3.3.0
     install_requires=REQUIREMENTS,
-    extras_require={'tests': ['pytest>=7'], 'tools': ['matplotlib', 'timm>=0.9']},
+    extras_require={'tests': ['pytest>=7', 'pytest-timeout>=2'], 'tools': ['matplotlib']},
 )

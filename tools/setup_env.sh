@@ -340,7 +340,7 @@ ensure_pinned_pip "$PY"
 if "$PY" -c 'import torch' 2>/dev/null; then
   say "keeping installed torch $("$PY" -c 'import torch; print(torch.__version__)')"
 else
-  say "installing $TORCH_PIN $TORCHVISION_PIN (from PyPI: a CUDA build, ~3.7 GiB of downloads, ~5.5 GiB installed)"
+  say "installing $TORCH_PIN $TORCHVISION_PIN (from PyPI: a CUDA build, ~3 GiB of wheels, ~5.5 GiB installed)"
   [ -n "$LOCK" ] && write_constraints "$PY" "" "$WORK/constraints.txt" || : >"$WORK/constraints.txt"
   pip_step "$PY" "installing torch" install -q -c "$WORK/constraints.txt" "$TORCH_PIN" "$TORCHVISION_PIN"
 fi
