@@ -4,10 +4,10 @@ from typing import Tuple
 
 import torch
 
-from inline_dense.models import InLinePVT, InLineSwin
+from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
-VARIANTS = ('inline_swin_mini', 'inline_pvt_mini')
+VARIANTS = ('inline_swin_mini', 'inline_pvt_mini', 'inline_cswin_mini')
 
 
 def load_reference(variant: str) -> dict:
@@ -27,6 +27,9 @@ def build_reference_backbone(variant: str, checkpoint: str, **overrides) -> Tupl
     if ref['kind'] == 'swin':
         model = InLineSwin(embed_dims=a['embed_dim'], depths=a['depths'], num_heads=a['num_heads'],
                            attn_type=a['attn_type'], **common)
+    elif ref['kind'] == 'cswin':
+        model = InLineCSwin(embed_dims=a['embed_dim'], depths=a['depth'], num_heads=a['num_heads'],
+                            split_size=a['split_size'], attn_type=a['attn_type'], mlp_ratio=a['mlp_ratio'], **common)
     else:
         model = InLinePVT(embed_dims=a['embed_dims'], depths=a['depths'], num_heads=a['num_heads'],
                           mlp_ratios=a['mlp_ratios'], attn_type=a['attn_type'], sr_ratios=a['sr_ratios'],

@@ -6,7 +6,7 @@ import torch
 from torch.autograd.graph import saved_tensors_hooks
 from torch.utils.flop_counter import FlopCounterMode
 
-from inline_dense.models import InLineAttention, InLinePVT, InLineSwin
+from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 
 INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
 
@@ -28,6 +28,28 @@ def test_swin_arch_shapes(arch, dims):
             outs = model(torch.randn(1, 3, h, w))
         assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
         assert all(torch.isfinite(o).all() for o in outs)
+
+
+@pytest.mark.parametrize('arch,dims', [
+    ('tiny', [64, 128, 256, 512]), ('small', [64, 128, 256, 512]), ('base', [96, 192, 384, 768])])
+def test_cswin_arch_shapes(arch, dims):
+    model = InLineCSwin(arch=arch).eval()
+    for h, w in INPUTS:
+        with torch.no_grad():
+            outs = model(torch.randn(1, 3, h, w))
+        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
+        assert all(torch.isfinite(o).all() for o in outs)
+
+
+def test_cswin_block_layout():
+    model = InLineCSwin(arch='tiny')
+    assert [len(s.blocks) for s in model.stages] == [2, 4, 18, 1]
+    assert model.attn_kinds[1] == ['I'] * 4 and model.attn_kinds[2] == ['S'] * 18
+    inline = model.stages[0].blocks[0]
+    assert isinstance(inline.attn, InLineAttention) and inline.attn.get_v is not None and inline.residual_from_input
+    stripes, last = model.stages[2].blocks[0].attn, model.stages[3].blocks[0].attn
+    assert (stripes.num_branches, stripes.split_size, last.num_branches) == (2, 7, 1)
+    assert stripes.windows((30, 50)) == [(30, 7), (7, 50)] and last.windows((30, 50)) == [(30, 50)]
 
 
 @pytest.mark.parametrize('arch', ['tiny', 'small', 'medium', 'large'])
@@ -112,7 +134,10 @@ def test_inline_attention_cost_is_linear_in_tokens():
     assert s4 / s1 > 8 and sm4 / sm1 > 8
 
 
-@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+BACKBONES = [InLineSwin, InLinePVT, InLineCSwin]
+
+
+@pytest.mark.parametrize('cls', BACKBONES)
 def test_gradients_reach_every_parameter(cls):
     model = tiny(cls, drop_path_rate=0.0)
     outs = model(torch.randn(2, 3, 64, 80))
@@ -124,18 +149,23 @@ def test_gradients_reach_every_parameter(cls):
 def tiny(cls, **kw):
     if cls is InLineSwin:
         return InLineSwin(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1', **kw)
+    if cls is InLineCSwin:
+        return InLineCSwin(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(2, 2, 4, 8), split_size=(1, 2, 3, 3),
+                           attn_type='ISIS', **kw)
     return InLinePVT(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
                      attn_type='IISS', **kw)
 
 
-@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+@pytest.mark.parametrize('cls', BACKBONES)
 @pytest.mark.parametrize('frozen', [0, 1, 2, 4])
 def test_frozen_stages_have_no_trainable_parameters(cls, frozen):
     model = tiny(cls, frozen_stages=frozen)
     model.train()
     frozen_mods = list(model.stages[:frozen]) + [model.out_norms[str(i)] for i in range(frozen)]
     if cls is InLineSwin:
-        frozen_mods.append(model.patch_embed)
+        frozen_mods += [model.patch_embed, model.drop_after_pos]
+    if cls is InLineCSwin:
+        frozen_mods.append(model.stem)
     for mod in frozen_mods:
         assert not any(p.requires_grad for p in mod.parameters())
         assert not mod.training
@@ -143,7 +173,17 @@ def test_frozen_stages_have_no_trainable_parameters(cls, frozen):
     assert all(p.requires_grad for m in later for p in m.parameters())
 
 
-@pytest.mark.parametrize('cls', [InLineSwin, InLinePVT])
+@pytest.mark.parametrize('cls', BACKBONES)
+def test_frozen_stages_outputs_do_not_change_in_train_mode(cls):
+    """Dropout after the patch embedding (Swin) is frozen with it, as in mmdet's Swin."""
+    model = tiny(cls, frozen_stages=1, drop_rate=0.5, drop_path_rate=0.0).train()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        first, second = model(x)[0], model(x)[0]
+    torch.testing.assert_close(first, second)
+
+
+@pytest.mark.parametrize('cls', BACKBONES)
 def test_with_cp_gives_same_outputs_and_gradients(cls):
     torch.manual_seed(0)
     plain = tiny(cls, drop_path_rate=0.0)
@@ -183,7 +223,10 @@ def test_registered_in_mmdet_and_mmseg():
     from mmseg.registry import MODELS as SEG
     for registry in (DET, SEG):
         assert registry.get('InLineSwin') is InLineSwin and registry.get('InLinePVT') is InLinePVT
+        assert registry.get('InLineCSwin') is InLineCSwin
     model = DET.build(dict(type='InLinePVT', arch='tiny', depths=(1, 1, 1, 1)))
     assert isinstance(model, InLinePVT)
     model = SEG.build(dict(type='InLineSwin', arch='tiny', depths=(1, 1, 1, 1), attn_type='IIIS'))
     assert isinstance(model, InLineSwin)
+    model = DET.build(dict(type='InLineCSwin', arch='tiny', depths=(1, 1, 1, 1)))
+    assert isinstance(model, InLineCSwin)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from inline_dense.engine import enable_padding_mask, image_shapes, padded_batch
-from inline_dense.models import InLinePVT, InLineSwin
+from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
 
 STRIDES = (4, 8, 16, 32)
 TOL = 1e-4
@@ -28,6 +28,15 @@ def swin() -> InLineSwin:
 def pvt(attn_type: str = 'SIIS') -> InLinePVT:
     m = InLinePVT(embed_dims=(16, 32, 64, 128), depths=(2, 1, 1, 2), num_heads=(1, 2, 4, 8),
                   mlp_ratios=(2, 2, 2, 2), attn_type=attn_type, drop_path_rate=0.0)
+    m.init_weights()
+    return m.eval()
+
+
+def cswin() -> InLineCSwin:
+    # 'ISIS': InLine blocks, two-branch stripes (split 3, so the small images have several
+    # padded stripes) and the last stage's one window over the whole map.
+    m = InLineCSwin(embed_dims=16, depths=(1, 2, 1, 2), num_heads=(2, 2, 4, 8), split_size=(1, 3, 3, 3),
+                    attn_type='ISIS', mlp_ratio=2, drop_path_rate=0.0)
     m.init_weights()
     return m.eval()
 
@@ -51,7 +60,8 @@ def images():
     return small, exact, big
 
 
-@pytest.mark.parametrize('build', [swin, pvt, lambda: pvt('IIII')], ids=['swin-ISMS1', 'pvt-SIIS', 'pvt-IIII'])
+@pytest.mark.parametrize('build', [swin, pvt, lambda: pvt('IIII'), cswin],
+                         ids=['swin-ISMS1', 'pvt-SIIS', 'pvt-IIII', 'cswin-ISIS'])
 def test_backbone_features_do_not_depend_on_batch(build, images):
     torch.manual_seed(0)
     model = build()
@@ -72,7 +82,7 @@ def test_backbone_features_do_not_depend_on_batch(build, images):
             assert max(valid_region_error(alone, unmasked, img.shape[-2:], 0, 1)) > 1e-2
 
 
-@pytest.mark.parametrize('build', [swin, lambda: pvt('IIII')], ids=['swin-ISMS1', 'pvt-IIII'])
+@pytest.mark.parametrize('build', [swin, lambda: pvt('IIII'), cswin], ids=['swin-ISMS1', 'pvt-IIII', 'cswin-ISIS'])
 def test_unpadded_image_matches_masked_batch(build, images):
     """An image fed at its own size (no padding at all, no mask) gives the features it has in
     a padded batch: the mask makes padding look like the zero padding of the layers."""

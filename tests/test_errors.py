@@ -1,11 +1,12 @@
 """Bad settings, inputs and checkpoints fail early, with a message naming the value and the fix."""
 import os
+import re
 
 import pytest
 import torch
 
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.models import InLineAttention, InLinePVT, InLineSwin
+from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 
 
 def mini_swin(**kwargs) -> InLineSwin:
@@ -200,3 +201,57 @@ def test_errors_surface_through_mmdet_registry(tmp_path):
     with raises(FileNotFoundError, 'missing.pth', 'does not exist'):
         model.init_weights()
     assert not os.path.exists(tmp_path / 'missing.pth')
+
+
+# ---------------------------------------------------------------- init_cfg forms, as mmengine allows them
+@pytest.mark.parametrize('init_cfg', ['checkpoints/inline_swin_t.pth', 3, [dict(checkpoint='x.pth')], ['x.pth']])
+def test_init_cfg_of_the_wrong_type(init_cfg):
+    with pytest.raises(TypeError, match=re.escape("init_cfg must be None, a dict with a 'type'")):
+        mini_swin(init_cfg=init_cfg)
+
+
+def test_init_cfg_list_runs_initialisers_and_the_strict_loader(tiny_checkpoint, tmp_path):
+    """A list mixes mmengine initialisers and a Pretrained entry; the latter stays strict."""
+    saved = torch.load(tiny_checkpoint, weights_only=True)
+    path = tmp_path / 'no_output_norms.pth'  # as in a classification checkpoint
+    torch.save({k: v for k, v in saved.items() if not k.startswith('out_norms.')}, path)
+    model = InLineSwin(arch='tiny', init_cfg=[dict(type='Constant', layer='LayerNorm', val=2.0, bias=0.5),
+                                              dict(type='Pretrained', checkpoint=str(path))])
+    model.init_weights()
+    torch.testing.assert_close(model.stages[0].blocks[0].norm1.weight, saved['stages.0.blocks.0.norm1.weight'])
+    assert torch.all(model.out_norms['0'].weight == 2.0)  # not in the checkpoint: the initialiser's value
+    only_init = InLineSwin(arch='tiny', init_cfg=[dict(type='Constant', layer='LayerNorm', val=3.0)])
+    only_init.init_weights()
+    assert torch.all(only_init.stages[1].blocks[0].norm2.weight == 3.0)
+    bad = mini_swin(init_cfg=[dict(type='Pretrained', checkpoint=str(tiny_checkpoint))])
+    with raises(CheckpointError, 'does not fit this backbone'):
+        bad.init_weights()
+
+
+def test_pretrained_option_that_is_not_supported(tiny_checkpoint):
+    model = InLineSwin(arch='tiny', init_cfg=dict(type='Pretrained', checkpoint=str(tiny_checkpoint), prefix='x'))
+    with pytest.raises(ValueError, match=r"option\(s\) \['prefix'\] are not supported"):
+        model.init_weights()
+
+
+@pytest.mark.parametrize('size', [224, (224,), (224, 224), [160, 288]])
+def test_pvt_pretrain_img_size_forms(size):
+    model = InLinePVT(depths=(1, 1, 1, 1), pretrain_img_size=size)
+    expected = (size, size) if isinstance(size, int) else (size[0], size[-1])
+    assert model.stages[0].pos_hw == (expected[0] // 4, expected[1] // 4)
+
+
+@pytest.mark.parametrize('size', ['224', (224, 224, 3), 22.4])
+def test_pvt_pretrain_img_size_bad(size):
+    with pytest.raises(TypeError, match='pretrain_img_size must be an int or a tuple of 1 or 2 ints'):
+        InLinePVT(pretrain_img_size=size)
+
+
+def test_cswin_two_branch_stage_needs_even_heads():
+    with pytest.raises(ValueError, match='InLineCSwin stage 2: .*splits its 3 heads in half'):
+        InLineCSwin(embed_dims=24, depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 8), attn_type='IISS')
+
+
+def test_cswin_split_size_per_stage():
+    with pytest.raises(ValueError, match=re.escape('split_size=[1, 2, 7] has 3 entries')):
+        InLineCSwin(split_size=(1, 2, 7))

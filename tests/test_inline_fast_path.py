@@ -1,32 +1,39 @@
-"""InLineAttention's default (folded) path computes what its textbook path computes."""
+"""InLineAttention's folded evaluations compute what its textbook one computes."""
+import re
+
 import pytest
 import torch
 
 from inline_dense.models.inline_attention import InLineAttention
 
 
-def make(c: int, heads: int, seed: int = 0) -> InLineAttention:
+def make(c: int, heads: int, seed: int = 0, **kwargs) -> InLineAttention:
     torch.manual_seed(seed)
-    attn = InLineAttention(c, heads)
+    attn = InLineAttention(c, heads, **kwargs)
     with torch.no_grad():  # weights far from the init's small values, non-zero biases
         for p in attn.parameters():
             p.normal_(0, 0.2)
     return attn
 
 
-def both(attn: InLineAttention, x: torch.Tensor, hw, mask=None, grad: bool = False):
+def twin(attn: InLineAttention, impl: str) -> InLineAttention:
+    """The same weights, evaluated by ``impl``."""
+    other = InLineAttention(attn.embed_dims, attn.num_heads, impl=impl, lepe=attn.get_v is not None)
+    other.load_state_dict(attn.state_dict())
+    return other.train(attn.training)
+
+
+def both(attn: InLineAttention, x: torch.Tensor, hw, mask=None, grad: bool = False, residual_input=None):
+    """(reference, attn) outputs, or (output, grads) pairs with ``grad``."""
     outs = []
-    for fused in (False, True):
-        attn.fused = fused
-        attn.zero_grad()
+    for module in (twin(attn, 'reference'), attn):
         xi = x.clone().requires_grad_(grad)
-        out = attn(xi, hw, mask)
+        out = module(xi, hw, mask, residual_input=residual_input)
         if grad:
             out.square().sum().backward()
-            outs.append((out.detach(), [p.grad.clone() for p in attn.parameters()] + [xi.grad]))
+            outs.append((out.detach(), [p.grad.clone() for p in module.parameters()] + [xi.grad]))
         else:
             outs.append(out)
-    attn.fused = True
     return outs
 
 
@@ -44,8 +51,9 @@ CASES = [(32, 1, (30, 20), 'gram'), (96, 3, (40, 36), 'gram'), (96, 3, (14, 18),
 
 @pytest.mark.parametrize('c,heads,hw,route', CASES)
 @pytest.mark.parametrize('masked', [False, True])
-def test_folded_equals_reference(c, heads, hw, route, masked):
-    attn = make(c, heads).eval()
+@pytest.mark.parametrize('impl', ['auto', 'folded_gram', 'folded_keys'])
+def test_folded_equals_reference(c, heads, hw, route, masked, impl):
+    attn = make(c, heads, impl=impl).eval()
     n = hw[0] * hw[1]
     assert attn.use_gram(n) == (route == 'gram')
     x = torch.randn(2, n, c) + 0.5
@@ -54,6 +62,20 @@ def test_folded_equals_reference(c, heads, hw, route, masked):
         ref, fast = both(attn, x, hw, mask)
     scale = ref.abs().max()
     assert (fast - ref).abs().max() <= 2e-6 * scale
+
+
+@pytest.mark.parametrize('masked', [False, True])
+def test_folded_lepe_and_residual_input_equal_reference(masked):
+    """InLine-CSwin's variant: LePE folded into the local filter, the filter predicted from another input."""
+    attn = make(64, 2, lepe=True).eval()
+    hw = (14, 18)
+    x, raw = torch.randn(2, 14 * 18, 64), torch.randn(2, 14 * 18, 64)
+    mask = padding_mask(2, hw, (11, 15)) if masked else None
+    with torch.no_grad():
+        ref, fast = both(attn, x, hw, mask, residual_input=raw)
+        without = attn(x, hw, mask)
+    assert (fast - ref).abs().max() <= 2e-6 * ref.abs().max()
+    assert (without - ref).abs().max() > 1e-3 * ref.abs().max()  # residual_input matters
 
 
 @pytest.mark.parametrize('c,heads,hw', [CASES[1][:3], CASES[2][:3]])
@@ -82,22 +104,31 @@ def test_padded_tokens_do_not_change_valid_outputs():
 
 
 def test_reference_path_is_used_where_folding_does_not_apply():
-    attn = InLineAttention(32, 2, kernel='relu')
-    assert not attn.can_fold()
+    assert not InLineAttention(32, 2, kernel='relu').folds()
+    assert not InLineAttention(32, 2, impl='reference').folds()
     attn = InLineAttention(32, 2, attn_drop=0.1)
-    assert attn.train().can_fold() is False and attn.eval().can_fold() is True
+    assert attn.train().folds() is False and attn.eval().folds() is True
+
+
+@pytest.mark.parametrize('kwargs,fragment', [
+    (dict(impl='fast'), "unknown impl 'fast'"),
+    (dict(impl='folded_gram', kernel='relu'), "needs kernel='identity' and attn_drop=0"),
+    (dict(impl='folded_keys', attn_drop=0.1), "use impl='auto' or 'reference'"),
+])
+def test_impl_choice_is_checked(kwargs, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        InLineAttention(32, 2, **kwargs)
 
 
 def test_folded_autocast_reductions_stay_float32():
     attn = make(64, 2).eval()
     hw = (24, 20)
     x = torch.randn(1, hw[0] * hw[1], 64) * 30 + 200  # sums that bfloat16 would ruin
+    reference = twin(attn, 'reference')
     with torch.no_grad():
         exact = attn(x, hw)
         with torch.autocast('cpu', dtype=torch.bfloat16):
-            attn.fused = False
-            ref = attn(x, hw).float()
-            attn.fused = True
+            ref = reference(x, hw).float()
             fast = attn(x, hw).float()
     err_ref = (ref - exact).abs().max()
     err_fast = (fast - exact).abs().max()

@@ -22,8 +22,8 @@ from mmengine.registry import HOOKS
 from torch import nn
 
 from ..models.backbone_base import InLineBackboneBase
+from ..typing import HW
 
-HW = Tuple[int, int]
 _HANDLE_ATTR = '_inline_padding_mask'
 
 

@@ -1,20 +1,23 @@
-"""Parsing and validation of the architecture settings shared by both backbones."""
-from typing import Dict, List, Sequence, Tuple
-
-ATTN_LETTERS = {'I': 'InLine attention', 'S': 'softmax attention', 'M': 'InLine then softmax (Swin only)'}
+"""Parsing and validation of the architecture settings every backbone shares."""
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
-def resolve_arch(name_or_dict, presets: Dict[str, dict], backbone: str) -> dict:
-    """A preset name (e.g. 'tiny') or a full dict -> a copy of the settings."""
-    if isinstance(name_or_dict, dict):
-        missing = [k for k in next(iter(presets.values())) if k not in name_or_dict]
+def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, dict], backbone: str,
+                 overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A preset name (e.g. 'tiny') or a full dict, with the non-None ``overrides`` applied."""
+    keys = sorted(next(iter(presets.values())))
+    if isinstance(arch, Mapping):
+        missing = [k for k in keys if k not in arch]
         if missing:
             raise ValueError(f'{backbone}: a custom arch dict needs the keys {missing}.')
-        return dict(name_or_dict)
-    if name_or_dict not in presets:
-        raise ValueError(f'{backbone}: unknown arch {name_or_dict!r}; use one of {sorted(presets)} '
-                         f'or pass a dict with the keys {sorted(next(iter(presets.values())))}.')
-    return dict(presets[name_or_dict])
+        cfg = dict(arch)
+    elif isinstance(arch, str) and arch in presets:
+        cfg = dict(presets[arch])
+    else:
+        raise ValueError(f'{backbone}: unknown arch {arch!r}; use one of {sorted(presets)} '
+                         f'or pass a dict with the keys {keys}.')
+    cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return cfg
 
 
 def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
@@ -67,8 +70,17 @@ def check_out_indices(out_indices: Sequence[int], num_stages: int, backbone: str
     return idx
 
 
-def check_stage_lists(cfg: Dict[str, Sequence], num_stages: int, backbone: str) -> None:
+def check_stage_lists(cfg: Mapping[str, Sequence], num_stages: int, backbone: str) -> None:
     for key, value in cfg.items():
         if len(value) != num_stages:
             raise ValueError(f'{backbone}: {key}={list(value)} has {len(value)} entries; '
                              f'it needs one per stage ({num_stages}).')
+
+
+def to_2tuple_size(value: Union[int, Sequence[int]], name: str, backbone: str) -> Tuple[int, int]:
+    """An int or a 1- or 2-sequence of ints -> (h, w), as mmdet's PVT and mmseg's Swin accept."""
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, Sequence) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (value[0], value[0]) if len(value) == 1 else (value[0], value[1])
+    raise TypeError(f'{backbone}: {name} must be an int or a tuple of 1 or 2 ints, got {value!r}.')

@@ -1,54 +1,150 @@
-"""What InLine-Swin and InLine-PVT share: input checks, frozen stages,
-output norms, the padding mask and pretrained loading through ``init_cfg``."""
+"""What every InLine backbone shares: arch settings and their checks, drop-path rates,
+input checks, the stage loop with the padding mask, output norms, frozen stages and
+weight initialisation (``init_cfg``, pretrained checkpoints through the strict loader).
+
+A backbone family subclasses :class:`InLineBackboneBase` and builds only its own parts:
+``arch_zoo``, the stem/stage modules, ``enter_stage`` (patch embedding or downsampling
+into stage i) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
+"""
+import inspect
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.model import BaseModule
+from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
 from torch import nn
 
-HW = Tuple[int, int]
+from ..typing import HW, StateDict
+from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
+from .inline_attention import IMPLS, KERNELS, check_heads
+from .layers import run_blocks
+
+InitCfg = Union[dict, List[dict], None]
+
+
+def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
+    """``init_cfg`` as mmengine allows it (None, a dict, a list of dicts), checked early."""
+    entries = init_cfg if isinstance(init_cfg, list) else [init_cfg] if init_cfg is not None else []
+    for entry in entries:
+        if not isinstance(entry, dict) or 'type' not in entry:
+            raise TypeError(f"{backbone}: init_cfg must be None, a dict with a 'type' (e.g. dict(type='Pretrained', "
+                            f"checkpoint='inline://inline_swin_t')) or a list of such dicts; got {init_cfg!r}.")
+        if entry['type'] == 'Pretrained' and not entry.get('checkpoint'):
+            raise ValueError(f"{backbone}: init_cfg=dict(type='Pretrained') needs checkpoint=PATH (a file, a URL "
+                             f"or a name such as 'inline://inline_swin_t').")
+    return init_cfg
 
 
 class InLineBackboneBase(BaseModule):
-    """Base class. Subclasses build ``self.stages`` and implement ``_forward_stages``,
-    ``_init_from_scratch``, ``_frozen_modules`` and ``convert_pretrained``."""
+    """Base class of the InLine backbones.
 
-    name = 'InLineBackbone'
-    min_input_size = 32  # total stride: smaller inputs leave the last stage all padding
+    Args:
+        arch: a preset name of ``arch_zoo`` or a dict with all of a preset's keys.
+        arch_overrides: per-key overrides of the arch (None values are ignored).
+        in_channels: input image channels.
+        kernel: phi of InLine attention (``KERNELS``).
+        attn_impl: how InLine attention is evaluated (``IMPLS``; 'auto' is the fast one).
+        out_indices: stages whose outputs are returned.
+        out_norm: LayerNorm on every returned stage output.
+        frozen_stages: -1 none; 0 the stem (``stem_modules``); k also the first k stages.
+        drop_path_rate: stochastic depth, rising linearly over all blocks from 0.
+        init_cfg: None (from scratch), a dict or a list of dicts; ``Pretrained`` entries
+            load through :func:`inline_dense.checkpoint.load_pretrained` (strict).
+        stage_lists: more per-stage settings to check for one entry per stage.
+        allow_mixed: whether ``attn_type`` may hold an ``M`` stage.
 
-    def __init__(self, in_channels: int, out_indices: Sequence[int], out_norm: bool,
-                 stage_dims: Sequence[int], frozen_stages: int, init_cfg: Optional[dict]) -> None:
-        super().__init__(init_cfg=init_cfg)
-        num_stages = len(stage_dims)
-        if not -1 <= frozen_stages <= num_stages:
-            raise ValueError(f'{self.name}: frozen_stages={frozen_stages} must be in [-1, {num_stages}].')
-        if init_cfg is not None and init_cfg.get('type') == 'Pretrained' and not init_cfg.get('checkpoint'):
-            raise ValueError(f"{self.name}: init_cfg=dict(type='Pretrained') needs checkpoint=PATH.")
+    After ``__init__`` the subclass has ``embed_dims`` (per stage), ``depths``, ``num_heads``,
+    ``attn_kinds`` (per stage, per block 'I' or 'S'), ``block_drop_path`` (per stage, per
+    block) and ``out_norms``; it then builds its stem and ``stages`` (an ``nn.ModuleList`` of
+    modules with ``blocks``), sets ``strides`` and calls ``_freeze()``.
+    """
+
+    arch_zoo: Dict[str, dict] = {}
+
+    def __init__(self, arch: Union[str, dict], arch_overrides: Mapping[str, Any], *, in_channels: int,
+                 kernel: str, attn_impl: str, out_indices: Sequence[int], out_norm: bool, frozen_stages: int,
+                 drop_path_rate: float, init_cfg: InitCfg, stage_lists: Optional[Mapping[str, Sequence]] = None,
+                 allow_mixed: bool = False) -> None:
+        name = type(self).__name__
+        super().__init__(init_cfg=check_init_cfg(init_cfg, name))
+        cfg = resolve_arch(arch, self.arch_zoo, name, arch_overrides)
+        depths, num_heads = tuple(cfg['depths']), tuple(cfg['num_heads'])
+        n = len(depths)
+        embed = cfg['embed_dims']
+        dims = tuple(embed * 2 ** i for i in range(n)) if isinstance(embed, int) else tuple(embed)
+        lists = {k: tuple(v) for k, v in cfg.items() if isinstance(v, (list, tuple))}
+        check_stage_lists(dict(lists, embed_dims=dims, num_heads=num_heads, **(stage_lists or {})), n, name)
+        if kernel not in KERNELS:
+            raise ValueError(f'{name}: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.')
+        if attn_impl not in IMPLS:
+            raise ValueError(f'{name}: unknown attn_impl {attn_impl!r}; use one of {list(IMPLS)}.')
+        for i, (d, h) in enumerate(zip(dims, num_heads)):
+            check_heads(d, h, f'{name} stage {i}')
+        if not -1 <= frozen_stages <= n:
+            raise ValueError(f'{name}: frozen_stages={frozen_stages} must be in [-1, {n}].')
+        self.arch = {k: lists.get(k, v) for k, v in cfg.items()}
+        self.embed_dims, self.depths, self.num_heads = dims, depths, num_heads
+        self.attn_kinds = parse_attn_type(cfg.get('attn_type', 'I' * n), depths, name, allow_mixed)
         self.in_channels = in_channels
+        self.kernel = kernel
+        self.attn_impl = attn_impl
+        self.out_indices = check_out_indices(out_indices, n, name)
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
-        self.out_norms = nn.ModuleDict(
-            {str(i): nn.LayerNorm(stage_dims[i]) for i in out_indices} if out_norm else {})
+        self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
+        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
+        self.strides: Tuple[int, ...] = ()
 
     # ------------------------------------------------------------------ forward
+    @property
+    def min_input_size(self) -> int:
+        """The total stride: smaller inputs leave the last stage all padding."""
+        return self.strides[-1]
+
     def check_input(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> None:
+        name = type(self).__name__
         if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f'{self.name}: expected an input of shape (B, {self.in_channels}, H, W), '
+            raise ValueError(f'{name}: expected an input of shape (B, {self.in_channels}, H, W), '
                              f'got {tuple(x.shape)}. Pass a batch of {self.in_channels}-channel images, '
                              f'or set in_channels to match.')
         h, w = x.shape[-2:]
         if min(h, w) < self.min_input_size:
-            raise ValueError(f'{self.name}: input {h}x{w} is smaller than {self.min_input_size}x'
+            raise ValueError(f'{name}: input {h}x{w} is smaller than {self.min_input_size}x'
                              f'{self.min_input_size}, the total stride of the backbone; resize or pad '
                              f'the image to at least {self.min_input_size} pixels per side.')
         if valid_hw is not None:
             sizes = [tuple(s) for s in valid_hw]
             if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
                                               for s in sizes):
-                raise ValueError(f'{self.name}: valid_hw={sizes} must hold one (height, width) per image '
+                raise ValueError(f'{name}: valid_hw={sizes} must hold one (height, width) per image '
                                  f'({x.shape[0]}), each between 1 and the input size {h}x{w}: the real size '
                                  f'of each image before padding, e.g. img_shape of its data sample.')
+
+    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
+                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
+        """Into stage ``index``: the image (B, C_in, H, W) for stage 0 (``hw`` None), else the
+        previous stage's tokens (B, N, C) of grid ``hw`` (padding zeroed) -> tokens, grid."""
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Tuple[torch.Tensor, ...]:
+        """(B, C_in, H, W) -> tuple of (B, C_i, ceil(H / s_i), ceil(W / s_i)) for ``out_indices``,
+        s_i the stride of stage i.
+
+        ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are then
+        ignored by the attention, so an image's features do not depend on its batch.
+        """
+        self.check_input(x, valid_hw)
+        outs = []
+        tokens, hw = x, None
+        for i, stage in enumerate(self.stages):
+            tokens, hw = self.enter_stage(i, tokens, hw, valid_hw)
+            mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
+            tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
+            if i in self.out_indices:
+                outs.append(self.output(i, tokens, hw))
+        return tuple(outs)
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
         """Stage output (B, N, C) tokens -> (B, C, H, W), through the stage's output norm."""
@@ -58,8 +154,19 @@ class InLineBackboneBase(BaseModule):
         return tokens.transpose(1, 2).reshape(b, c, *hw).contiguous()
 
     # ------------------------------------------------------------------ freezing
+    def stem_modules(self) -> List[nn.Module]:
+        """What ``frozen_stages=0`` freezes (the stem before stage 0), if anything."""
+        return []
+
     def _frozen_modules(self) -> List[nn.Module]:
-        raise NotImplementedError
+        if self.frozen_stages < 0:
+            return []
+        mods = list(self.stem_modules())
+        for i in range(self.frozen_stages):
+            mods.append(self.stages[i])
+            if str(i) in self.out_norms:
+                mods.append(self.out_norms[str(i)])
+        return mods
 
     def _freeze(self) -> None:
         for module in self._frozen_modules():
@@ -73,38 +180,53 @@ class InLineBackboneBase(BaseModule):
         return self
 
     # ------------------------------------------------------------------ weights
-    def _init_from_scratch(self) -> None:
+    def init_from_scratch(self) -> None:
+        """Truncated-normal Linear, unit LayerNorm, fan-out normal Conv2d, as the authors do."""
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                trunc_normal_init(m, std=0.02, bias=0.0)
             elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+                constant_init(m, 1.0, bias=0.0)
             elif isinstance(m, nn.Conv2d):
                 fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
-                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / fan_out))
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                normal_init(m, 0.0, math.sqrt(2.0 / fan_out), bias=0.0)
 
     def init_weights(self) -> None:
-        cfg = self.init_cfg
-        if isinstance(cfg, dict) and cfg.get('type') == 'Pretrained':
-            from ..checkpoint.loading import load_pretrained
-            self._init_from_scratch()  # for the parts a classification checkpoint lacks (output norms)
-            load_pretrained(self, cfg['checkpoint'])
-            self._is_init = True
-        elif cfg is None:
-            self._init_from_scratch()
-            self._is_init = True
-        else:
-            super().init_weights()
+        """``init_cfg`` entries other than ``Pretrained`` run through mmengine's initialisers
+        (without any, ``init_from_scratch``); then ``Pretrained`` entries load strictly."""
+        from ..checkpoint.loading import load_pretrained
+        entries = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg] if self.init_cfg else []
+        pretrained = [e for e in entries if e['type'] == 'Pretrained']
+        others = [e for e in entries if e['type'] != 'Pretrained']
+        self.init_from_scratch()  # also what a classification checkpoint lacks (output norms)
+        if others:
+            saved, self.init_cfg = self.init_cfg, others
+            try:
+                super().init_weights()
+            finally:
+                self.init_cfg = saved
+        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'path'}
+        for entry in pretrained:
+            extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}
+            unknown = sorted(set(extra) - options)
+            if unknown:
+                raise ValueError(f'{type(self).__name__}: init_cfg Pretrained option(s) {unknown} are not '
+                                 f'supported; supported: {sorted(options)}.')
+            load_pretrained(self, entry['checkpoint'], **extra)
+        self._is_init = True
 
     @staticmethod
-    def convert_pretrained(state_dict: Dict[str, torch.Tensor]) -> Tuple[Dict[str, torch.Tensor], List[str]]:
+    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
         """Authors' (or our own) layout -> this backbone's keys, plus the keys dropped."""
         raise NotImplementedError
+
+
+def build_inline_attention(backbone: InLineBackboneBase, stage: int, qkv_bias: bool, attn_drop: float,
+                           proj_drop: float, **kwargs: Any) -> nn.Module:
+    """The one InLine attention, with the backbone's kernel and implementation choice."""
+    from .inline_attention import InLineAttention
+    return InLineAttention(backbone.embed_dims[stage], backbone.num_heads[stage], qkv_bias, backbone.kernel,
+                           attn_drop, proj_drop, impl=backbone.attn_impl, **kwargs)
 
 
 def valid_grid_sizes(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
@@ -139,5 +261,5 @@ def valid_token_mask(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int
 def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
-    whose 2x2 windows reach past an image's border."""
+    whose windows reach past an image's border."""
     return tokens if mask is None else tokens * mask.unsqueeze(-1).to(tokens.dtype)

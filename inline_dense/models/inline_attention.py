@@ -12,25 +12,38 @@ The bracket is a (head_dim x head_dim) matrix, so the cost is linear in N.
 A local residual is added: a 3x3 depthwise filter over V (on the H x W grid,
 zero padding) whose 9 taps per channel an MLP predicts from the mean token.
 
-Two evaluations of the same function are implemented. ``forward_reference`` is
-the textbook one above. The default, ``forward_folded`` (identity phi), regroups
-the products so that the (B, N, C) tensors q and, at high resolution, k are never
-formed (see its docstring); it runs the same few large GEMMs as the projections,
-which is what makes the layer cost little more than its qkv and output projections.
+Two evaluations of the same function are implemented, chosen by the constructor's
+``impl`` (see ``IMPLS``). ``'reference'`` is the textbook one above. The folded ones
+(identity phi only) regroup the products so that the (B, N, C) tensors q and, with
+the token covariance, k are never formed (see ``forward_folded``); they run the same
+few large GEMMs as the projections, which is what makes the layer cost little more
+than its qkv and output projections. ``'auto'`` folds whenever folding applies.
+
+InLine-CSwin adds two things, both optional here: LePE (``lepe=True``, a 3x3 depthwise
+conv with bias over v, added to the output; folded into the local residual's taps) and
+a residual MLP that reads another tensor than the attention input (``residual_input``).
 """
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-HW = Tuple[int, int]
+from ..typing import HW
 
 KERNELS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'identity': lambda t: t,
     'relu': F.relu,
     'leakyrelu': F.leaky_relu,
     'exp': torch.exp,
+}
+
+IMPLS: Dict[str, str] = {
+    'auto': 'folded where it applies (identity phi, no attention dropout in training), with the cheaper '
+            'context (token covariance or keys, by the number of tokens); else reference',
+    'reference': 'the textbook evaluation: q, k, v formed, any phi',
+    'folded_gram': 'folded, context always from the token covariance of x',
+    'folded_keys': 'folded, context always from the keys',
 }
 
 
@@ -62,16 +75,26 @@ class InLineAttention(nn.Module):
             'leakyrelu' or 'exp'.
         attn_drop: dropout on the attention output before the residual (as in training code).
         proj_drop: dropout after the output projection.
+        impl: how the function is evaluated, one of ``IMPLS`` (all compute the same function;
+            'auto' is the fastest; the others are for checks and benchmarks).
+        lepe: add LePE, a 3x3 depthwise conv with bias over v (``get_v``), as InLine-CSwin does.
 
     Input ``x`` is (B, N, C) with ``N = H * W`` in row-major order of ``hw_shape``;
-    ``valid_mask`` (B, N) bool marks real (non-padded) tokens. Output (B, N, C).
+    ``valid_mask`` (B, N) bool marks real (non-padded) tokens; ``residual_input`` (B, N, C),
+    if given, is what the residual MLP averages instead of ``x``. Output (B, N, C).
     """
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
-                 kernel: str = 'identity', attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
+                 kernel: str = 'identity', attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 impl: str = 'auto', lepe: bool = False) -> None:
         super().__init__()
         if kernel not in KERNELS:
             raise ValueError(f"InLineAttention: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.")
+        if impl not in IMPLS:
+            raise ValueError(f'InLineAttention: unknown impl {impl!r}; use one of {list(IMPLS)}.')
+        if impl.startswith('folded') and (kernel != 'identity' or attn_drop > 0):
+            raise ValueError(f"InLineAttention: impl={impl!r} needs kernel='identity' and attn_drop=0 "
+                             f"(got {kernel!r}, {attn_drop}); use impl='auto' or 'reference'.")
         self.head_dim = check_heads(embed_dims, num_heads, 'InLineAttention')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
@@ -86,43 +109,52 @@ class InLineAttention(nn.Module):
             nn.Conv1d(embed_dims, embed_dims * 9, 1, groups=num_heads),
         )
         self.attn_drop = nn.Dropout(attn_drop)
+        self.get_v = nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims) if lepe else None
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
-        # False selects the textbook evaluation (forward_reference): for checks and benchmarks.
-        self.fused = True
+        self.impl = impl
 
     def extra_repr(self) -> str:
-        return f'num_heads={self.num_heads}, kernel={self.kernel!r}'
+        return f'num_heads={self.num_heads}, kernel={self.kernel!r}, impl={self.impl!r}'
 
-    def forward(self, x: torch.Tensor, hw_shape: HW,
-                valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
         b, n, c = x.shape
         h, w = hw_shape
         if h * w != n:
             raise ValueError(f'InLineAttention: hw_shape {hw_shape} does not match {n} tokens.')
-        if self.can_fold():
-            out = self.forward_folded(x, hw_shape, valid_mask)
+        if self.folds():
+            out = self.forward_folded(x, hw_shape, valid_mask, residual_input)
         else:
-            out = self.forward_reference(x, hw_shape, valid_mask)
+            out = self.forward_reference(x, hw_shape, valid_mask, residual_input)
         return self.proj_drop(self.proj(out))
 
-    def can_fold(self) -> bool:
-        """The folded path needs a linear phi and no dropout between attention and residual."""
-        return self.fused and self.kernel == 'identity' and not (self.training and self.attn_drop.p > 0)
+    def folds(self) -> bool:
+        """Whether this call takes the folded path: it needs a linear phi and no dropout
+        between attention and residual."""
+        if self.impl == 'reference' or self.kernel != 'identity':
+            return False
+        return not (self.training and self.attn_drop.p > 0)
 
-    def forward_reference(self, x: torch.Tensor, hw_shape: HW,
-                          valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward_reference(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                          residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Textbook evaluation, any phi: (B, N, C) -> (B, N, C) before the output projection."""
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1).to(v.dtype)
             k, v = k * keep, v * keep
         out = self.global_attention(q, k, v, valid_mask)
-        taps = self.residual(masked_token_mean(x, valid_mask).unsqueeze(-1))  # (B, 9C, 1)
-        return self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
+        source = x if residual_input is None else residual_input
+        taps = self.residual(masked_token_mean(source, valid_mask).unsqueeze(-1))  # (B, 9C, 1)
+        out = self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
+        if self.get_v is not None:
+            b, n, c = v.shape
+            vmap = v.transpose(1, 2).reshape(b, c, *hw_shape)
+            out = out + self.get_v(vmap).flatten(2).transpose(1, 2)
+        return out
 
-    def forward_folded(self, x: torch.Tensor, hw_shape: HW,
-                       valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward_folded(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                       residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Identity phi, regrouped: (B, N, C) -> (B, N, C) before the output projection.
 
         With q = x Wq^T + bq, the global term ``s * q_i^T ctx_h + mean(v)`` of all heads is
@@ -132,6 +164,8 @@ class InLineAttention(nn.Module):
         filter and ``x A`` is accumulated in place onto its output, whose channels-last
         (N, C) layout is the token layout, so nothing is transposed or copied.
         ``ctx`` comes from ``context_from_gram`` or ``context_from_keys`` (see there).
+        LePE, a fixed 3x3 depthwise filter over the same v, adds its taps to the predicted ones
+        and its bias to ``a``.
         """
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
@@ -155,7 +189,7 @@ class InLineAttention(nn.Module):
                 xs = xf * keep.to(xf.dtype)
             mean_x = xs.sum(1) / count  # (B, C)
             mean_v = F.linear(mean_x, wv.float(), None if bv is None else bv.float())
-            if self.use_gram(n):
+            if self.impl == 'folded_gram' or (self.impl == 'auto' and self.use_gram(n)):
                 ctx = self.context_from_gram(xs, xf, count, mean_x, wk.float(), wv.float())
             else:
                 mean_k = F.linear(mean_x, wk.float(), None if bk is None else bk.float())
@@ -170,7 +204,14 @@ class InLineAttention(nn.Module):
             bias = mean_v
             if bq is not None:
                 bias = bias + (bq.float().view(1, heads, 1, d) @ ctx).reshape(b, c)
-        taps = self.residual(mean_x.to(x.dtype).unsqueeze(-1))  # (B, 9C, 1)
+        if residual_input is None:
+            mean_r = mean_x.to(x.dtype)
+        else:
+            mean_r = masked_token_mean(residual_input, valid_mask)
+        taps = self.residual(mean_r.unsqueeze(-1))  # (B, 9C, 1)
+        if self.get_v is not None:
+            taps = taps + self.get_v.weight.reshape(1, 9 * c, 1).to(taps.dtype)
+            bias = bias + self.get_v.bias.float()
         outs = []
         for i in range(b):
             y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape)  # (N, C)

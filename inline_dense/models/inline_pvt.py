@@ -1,18 +1,18 @@
 """InLine-PVT: Pyramid Vision Transformer whose InLine stages attend globally."""
+import math
 import re
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 
-from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .backbone_base import InLineBackboneBase, valid_grid_sizes, valid_token_mask, zero_padding
-from .inline_attention import KERNELS, InLineAttention, check_heads
-from .layers import TransformerBlock, pad_to_multiple, run_blocks
+from ..typing import HW, StateDict
+from .arch import to_2tuple_size
+from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention, valid_grid_sizes
+from .layers import TransformerBlock, pad_to_multiple
 from .sr_attention import SRAttention
-
-HW = Tuple[int, int]
 
 
 def resize_pos_embed(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
@@ -76,12 +76,12 @@ class InLinePVT(InLineBackboneBase):
         embed_dims, depths, num_heads, mlp_ratios: per-stage overrides.
         attn_type: one letter per stage, I (InLine, global) or S (softmax with spatial
             reduction ``sr_ratios``). Default 'IIII'.
-        pretrain_img_size: input size of the position embeddings' grid (224).
-        out_indices, out_norm, frozen_stages (k freezes the first k stages), with_cp,
-        init_cfg: as in ``InLineSwin``.
+        pretrain_img_size: input size of the position embeddings' grid: an int or an
+            (h, w) / (s,) tuple (224).
+        kernel, attn_impl, out_indices, out_norm, frozen_stages (k freezes the first k stages),
+        with_cp, init_cfg: as in ``InLineSwin``.
     """
 
-    name = 'InLinePVT'
     arch_zoo = {
         'tiny': dict(embed_dims=(64, 128, 320, 512), depths=(2, 2, 2, 2), num_heads=(2, 4, 10, 16),
                      mlp_ratios=(8, 8, 4, 4)),
@@ -97,83 +97,48 @@ class InLinePVT(InLineBackboneBase):
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
                  mlp_ratios: Optional[Sequence[float]] = None, attn_type: str = 'IIII',
                  sr_ratios: Sequence[int] = (8, 4, 2, 1), qkv_bias: bool = True, kernel: str = 'identity',
-                 patch_sizes: Sequence[int] = (4, 2, 2, 2), in_channels: int = 3, pretrain_img_size: int = 224,
-                 drop_rate: float = 0.0, attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1,
-                 out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True, frozen_stages: int = -1,
-                 with_cp: bool = False, init_cfg: Optional[dict] = None) -> None:
-        cfg = resolve_arch(arch, self.arch_zoo, self.name)
-        for key, value in dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
-                               mlp_ratios=mlp_ratios).items():
-            if value is not None:
-                cfg[key] = value
-        cfg = {k: tuple(v) for k, v in cfg.items()}
-        n = len(cfg['depths'])
-        check_stage_lists(dict(cfg, sr_ratios=sr_ratios, patch_sizes=patch_sizes), n, self.name)
-        if kernel not in KERNELS:
-            raise ValueError(f'{self.name}: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.')
-        kinds = parse_attn_type(attn_type, cfg['depths'], self.name, allow_mixed=False)
-        dims = cfg['embed_dims']
-        for i, (d, h) in enumerate(zip(dims, cfg['num_heads'])):
-            check_heads(d, h, f'{self.name} stage {i}')
-        out_indices = check_out_indices(out_indices, n, self.name)
-        super().__init__(in_channels, out_indices, out_norm, dims, frozen_stages, init_cfg)
-        self.arch_settings = dict(cfg, attn_type=attn_type)
-        self.out_indices = out_indices
-        total_stride = 1
-        for p in patch_sizes:
-            total_stride *= p
-        self.min_input_size = total_stride
+                 attn_impl: str = 'auto', patch_sizes: Sequence[int] = (4, 2, 2, 2), in_channels: int = 3,
+                 pretrain_img_size: Union[int, Sequence[int]] = 224, drop_rate: float = 0.0,
+                 attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
+                 out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False,
+                 init_cfg: InitCfg = None) -> None:
+        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
+                                    mlp_ratios=mlp_ratios, attn_type=attn_type),
+                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
+                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
+                         init_cfg=init_cfg, stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes))
+        dims, mlp_ratios = self.embed_dims, self.arch['mlp_ratios']
+        pretrain_hw = to_2tuple_size(pretrain_img_size, 'pretrain_img_size', type(self).__name__)
+        self.strides = tuple(math.prod(patch_sizes[:i + 1]) for i in range(len(self.depths)))
 
-        rates = torch.linspace(0, drop_path_rate, sum(cfg['depths'])).tolist()
+        in_dims = in_channels
         self.stages = nn.ModuleList()
-        stride, in_dims = 1, in_channels
-        for i in range(n):
-            stride *= patch_sizes[i]
+        for i, stage_kinds in enumerate(self.attn_kinds):
             blocks = []
-            for _ in range(cfg['depths'][i]):
-                if kinds[i][0] == 'I':
-                    attn = InLineAttention(dims[i], cfg['num_heads'][i], qkv_bias, kernel, attn_drop_rate, drop_rate)
+            for j, kind in enumerate(stage_kinds):
+                if kind == 'I':
+                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate)
                 else:
-                    attn = SRAttention(dims[i], cfg['num_heads'][i], sr_ratios[i], qkv_bias,
-                                       attn_drop_rate, drop_rate)
-                blocks.append(TransformerBlock(dims[i], attn, cfg['mlp_ratios'][i], 1e-6, rates.pop(0), with_cp))
-            pos_hw = (pretrain_img_size // stride, pretrain_img_size // stride)
+                    attn = SRAttention(dims[i], self.num_heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
+                blocks.append(TransformerBlock(dims[i], attn, mlp_ratios[i], 1e-6, self.block_drop_path[i][j], with_cp))
+            pos_hw = (pretrain_hw[0] // self.strides[i], pretrain_hw[1] // self.strides[i])
             self.stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
             in_dims = dims[i]
-        self.strides = [int(s) for s in torch.tensor(patch_sizes).cumprod(0)]
         self._freeze()
 
-    def _init_from_scratch(self) -> None:
-        super()._init_from_scratch()
+    def init_from_scratch(self) -> None:
+        super().init_from_scratch()
         for stage in self.stages:
-            nn.init.trunc_normal_(stage.pos_embed, std=0.02)
+            trunc_normal_(stage.pos_embed, std=0.02)
 
-    def _frozen_modules(self) -> List[nn.Module]:
-        mods: List[nn.Module] = []
-        for i in range(max(self.frozen_stages, 0)):
-            mods.append(self.stages[i])
-            if str(i) in self.out_norms:
-                mods.append(self.out_norms[str(i)])
-        return mods
-
-    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W) -> tuple of (B, C_i, H_i, W_i) for out_indices (strides 4, 8, 16, 32).
-
-        ``valid_hw``: per image, its real (unpadded) size in pixels, see ``InLineSwin``.
-        """
-        self.check_input(x, valid_hw)
-        outs = []
-        for i, stage in enumerate(self.stages):
-            tokens, hw = stage.embed(x, valid_hw, self.strides[i])
-            mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
-            tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
-            x = tokens.transpose(1, 2).reshape(tokens.shape[0], -1, *hw)
-            if i in self.out_indices:
-                outs.append(self.output(i, tokens, hw))
-        return tuple(outs)
+    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
+                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
+        if index > 0:  # tokens -> map for the next patch embedding
+            x = x.transpose(1, 2).reshape(x.shape[0], -1, *hw)
+        return self.stages[index].embed(x, valid_hw, self.strides[index])
 
     @staticmethod
-    def convert_pretrained(state_dict: Dict[str, torch.Tensor]) -> Tuple[Dict[str, torch.Tensor], List[str]]:
+    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
         """Authors' InLine-PVT keys -> ours. Pure function of the state dict.
 
         ``patch_embed{s}`` / ``pos_embed{s}`` / ``block{s}.j`` -> ``stages.{s-1}.…``; in InLine

@@ -1,18 +1,15 @@
 """InLine-Swin: Swin Transformer whose InLine blocks attend globally."""
 import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .backbone_base import InLineBackboneBase, valid_token_mask, zero_padding
-from .inline_attention import KERNELS, InLineAttention, check_heads
-from .layers import TransformerBlock, pad_to_multiple, run_blocks
+from ..typing import HW, StateDict
+from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention
+from .layers import TransformerBlock, pad_to_multiple
 from .window_attention import ShiftWindowMSA
-
-HW = Tuple[int, int]
 
 
 class PatchMerging(nn.Module):
@@ -58,14 +55,15 @@ class InLineSwin(InLineBackboneBase):
             blocks then softmax), e.g. 'IIMS2'.
         window_size: window of the softmax blocks.
         kernel: phi of InLine attention ('identity', 'relu', 'leakyrelu', 'exp').
+        attn_impl: evaluation of InLine attention (``InLineAttention``'s ``impl``; 'auto' is fastest).
         out_indices: stages whose outputs are returned, as (B, C_i, H/2^(i+2), W/2^(i+2)).
         out_norm: LayerNorm on every returned stage output.
         frozen_stages: -1 none; 0 the patch embedding; k also the first k stages.
         with_cp: activation checkpointing in every block.
-        init_cfg: e.g. dict(type='Pretrained', checkpoint=PATH) for the authors' file.
+        init_cfg: e.g. dict(type='Pretrained', checkpoint='inline://inline_swin_t') for the
+            authors' ImageNet weights (a path or URL works too).
     """
 
-    name = 'InLineSwin'
     arch_zoo = {
         'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), attn_type='IIIS'),
         'small': dict(embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), attn_type='IISS'),
@@ -75,86 +73,52 @@ class InLineSwin(InLineBackboneBase):
     def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
                  attn_type: Optional[str] = None, window_size: int = 7, mlp_ratio: float = 4.0,
-                 qkv_bias: bool = True, kernel: str = 'identity', patch_size: int = 4,
+                 qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto', patch_size: int = 4,
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
                  out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: Optional[dict] = None) -> None:
-        cfg = resolve_arch(arch, self.arch_zoo, self.name)
-        for key, value in dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
-                               attn_type=attn_type).items():
-            if value is not None:
-                cfg[key] = value
-        depths, num_heads = tuple(cfg['depths']), tuple(cfg['num_heads'])
-        check_stage_lists(dict(depths=depths, num_heads=num_heads), len(depths), self.name)
-        if kernel not in KERNELS:
-            raise ValueError(f'{self.name}: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.')
-        kinds = parse_attn_type(cfg['attn_type'], depths, self.name, allow_mixed=True)
-        dims = [cfg['embed_dims'] * 2 ** i for i in range(len(depths))]
-        for i, (d, h) in enumerate(zip(dims, num_heads)):
-            check_heads(d, h, f'{self.name} stage {i}')
-        out_indices = check_out_indices(out_indices, len(depths), self.name)
-        super().__init__(in_channels, out_indices, out_norm, dims, frozen_stages, init_cfg)
-        self.arch_settings = dict(cfg, depths=depths, num_heads=num_heads)
-        self.attn_kinds = kinds
+                 init_cfg: InitCfg = None) -> None:
+        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, attn_type=attn_type),
+                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
+                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
+                         init_cfg=init_cfg, allow_mixed=True)
+        dims, n = self.embed_dims, len(self.depths)
         self.patch_size = patch_size
-        self.out_indices = out_indices
-        self.min_input_size = max(patch_size * 2 ** (len(depths) - 1), 1)
+        self.strides = tuple(patch_size * 2 ** i for i in range(n))
 
         self.patch_embed = nn.Module()
         self.patch_embed.proj = nn.Conv2d(in_channels, dims[0], patch_size, stride=patch_size)
         self.patch_embed.norm = nn.LayerNorm(dims[0])
         self.drop_after_pos = nn.Dropout(drop_rate)
-
-        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.stages = nn.ModuleList()
-        for i, stage_kinds in enumerate(kinds):
+
+        for i, stage_kinds in enumerate(self.attn_kinds):
             blocks = []
             for j, kind in enumerate(stage_kinds):
                 if kind == 'I':
-                    attn = InLineAttention(dims[i], num_heads[i], qkv_bias, kernel, attn_drop_rate, drop_rate)
+                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate)
                 else:
-                    attn = ShiftWindowMSA(dims[i], num_heads[i], window_size, shift=j % 2 == 1,
+                    attn = ShiftWindowMSA(dims[i], self.num_heads[i], window_size, shift=j % 2 == 1,
                                           qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-                blocks.append(TransformerBlock(dims[i], attn, mlp_ratio, 1e-5, rates.pop(0), with_cp))
-            down = PatchMerging(dims[i], dims[i + 1]) if i + 1 < len(depths) else None
+                blocks.append(TransformerBlock(dims[i], attn, mlp_ratio, 1e-5, self.block_drop_path[i][j], with_cp))
+            down = PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None
             self.stages.append(SwinStage(blocks, down))
         self._freeze()
 
-    def _frozen_modules(self) -> List[nn.Module]:
-        if self.frozen_stages < 0:
-            return []
-        mods: List[nn.Module] = [self.patch_embed]
-        for i in range(self.frozen_stages):
-            mods.append(self.stages[i])
-            if str(i) in self.out_norms:
-                mods.append(self.out_norms[str(i)])
-        return mods
+    def stem_modules(self) -> List[nn.Module]:
+        # the dropout too: frozen stages' outputs must not change between calls
+        return [self.patch_embed, self.drop_after_pos]
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Tuple[torch.Tensor, ...]:
-        """(B, 3, H, W) -> tuple of (B, C_i, ceil(H/2^(i+2)), ceil(W/2^(i+2))) for out_indices.
-
-        ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are
-        then ignored by the attention so an image's features do not depend on its batch.
-        """
-        self.check_input(x, valid_hw)
+    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
+                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
+        if index > 0:
+            return self.stages[index - 1].downsample(x, hw)
         x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))
         hw = (x.shape[2], x.shape[3])
-        x = self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2)))
-        outs = []
-        stride = self.patch_size
-        for i, stage in enumerate(self.stages):
-            mask = valid_token_mask(valid_hw, hw, stride, x.device)
-            x = zero_padding(run_blocks(stage.blocks, x, hw, mask), mask)
-            if i in self.out_indices:
-                outs.append(self.output(i, x, hw))
-            if stage.downsample is not None:
-                x, hw = stage.downsample(x, hw)
-                stride *= 2
-        return tuple(outs)
+        return self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2))), hw
 
     @staticmethod
-    def convert_pretrained(state_dict: Dict[str, torch.Tensor]) -> Tuple[Dict[str, torch.Tensor], List[str]]:
+    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
         """Authors' InLine-Swin keys -> ours. Pure function of the state dict.
 
         ``layers.i`` -> ``stages.i``; softmax blocks (those with a relative position bias

@@ -1,30 +1,13 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Callable, Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from timm.layers import DropPath
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-HW = Tuple[int, int]
-
-
-class DropPath(nn.Module):
-    """Stochastic depth: drops the whole residual branch per sample."""
-
-    def __init__(self, drop_prob: float = 0.0) -> None:
-        super().__init__()
-        self.drop_prob = float(drop_prob)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.drop_prob == 0.0 or not self.training:
-            return x
-        keep = 1.0 - self.drop_prob
-        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
-        return x * mask / keep
-
-    def extra_repr(self) -> str:
-        return f'drop_prob={self.drop_prob}'
+from ..typing import HW
 
 
 class Mlp(nn.Module):
@@ -47,23 +30,32 @@ class TransformerBlock(nn.Module):
         embed_dims: channels C.
         attn: module called as ``attn(x, hw_shape, valid_mask)`` on (B, N, C).
         mlp_ratio: hidden width of the MLP over C.
-        norm_eps: LayerNorm epsilon (Swin 1e-5, PVT 1e-6).
+        norm_eps: LayerNorm epsilon (Swin and CSwin 1e-5, PVT 1e-6).
         drop_path: stochastic depth rate of both branches.
         with_cp: recompute the block in backward to save activation memory.
+        residual_from_input: also hand the block input (before ``norm1``) to the attention as
+            ``residual_input`` (InLine-CSwin's InLine blocks predict their local filter from it).
     """
 
     def __init__(self, embed_dims: int, attn: nn.Module, mlp_ratio: float = 4.0,
-                 norm_eps: float = 1e-5, drop_path: float = 0.0, with_cp: bool = False) -> None:
+                 norm_eps: float = 1e-5, drop_path: float = 0.0, with_cp: bool = False,
+                 residual_from_input: bool = False) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.attn = attn
         self.norm2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio))
-        self.drop_path = DropPath(drop_path)
+        # timm's DropPath: at drop_prob=1 it returns zeros (a hand-written x / keep gives NaN)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.with_cp = with_cp
+        self.residual_from_input = residual_from_input
 
     def _forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.norm1(x), hw_shape, valid_mask))
+        if self.residual_from_input:
+            y = self.attn(self.norm1(x), hw_shape, valid_mask, residual_input=x)
+        else:
+            y = self.attn(self.norm1(x), hw_shape, valid_mask)
+        x = x + self.drop_path(y)
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
     def forward(self, x: torch.Tensor, hw_shape: HW,
@@ -81,22 +73,9 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     return F.pad(x, (0, pw, 0, ph)) if ph or pw else x
 
 
-def tokens_to_map(x: torch.Tensor, hw_shape: HW) -> torch.Tensor:
-    """(B, H*W, C) -> (B, C, H, W)."""
-    b, _, c = x.shape
-    return x.transpose(1, 2).reshape(b, c, *hw_shape)
-
-
-def map_to_tokens(x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
-    """(B, C, H, W) -> ((B, H*W, C), (H, W))."""
-    return x.flatten(2).transpose(1, 2), (x.shape[2], x.shape[3])
-
-
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, hw_shape: HW,
                valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """(B, N, C) tokens through every block of a stage."""
     for block in blocks:
         x = block(x, hw_shape, valid_mask)
     return x
-
-
-Factory = Callable[[int], nn.Module]

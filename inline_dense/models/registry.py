@@ -6,10 +6,11 @@ REGISTRY_MODULES = ('mmdet.registry', 'mmseg.registry')
 
 
 def register_backbones() -> List[str]:
-    """Registers InLineSwin and InLinePVT in mmdet's and mmseg's ``MODELS``.
+    """Registers InLineSwin, InLinePVT and InLineCSwin in mmdet's and mmseg's ``MODELS``.
 
     A package that is not installed is skipped; returns the registries used.
     """
+    from .inline_cswin import InLineCSwin
     from .inline_pvt import InLinePVT
     from .inline_swin import InLineSwin
 
@@ -19,7 +20,7 @@ def register_backbones() -> List[str]:
             registry = importlib.import_module(module_name).MODELS
         except ImportError:
             continue
-        for cls in (InLineSwin, InLinePVT):
+        for cls in (InLineSwin, InLinePVT, InLineCSwin):
             # module_dict, not get(): get() would import all of mmdet.models / mmseg.models
             if registry.module_dict.get(cls.__name__) is not cls:
                 registry.register_module(name=cls.__name__, module=cls, force=True)

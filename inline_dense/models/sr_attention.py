@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..typing import HW
 from .inline_attention import check_heads
 
-HW = Tuple[int, int]
 
 
 class SRAttention(nn.Module):

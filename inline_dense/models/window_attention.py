@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..typing import HW
 from .inline_attention import check_heads
 
-HW = Tuple[int, int]
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
 

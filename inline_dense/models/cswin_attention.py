@@ -1,0 +1,128 @@
+"""Softmax attention in CSwin's cross-shaped stripes, with LePE, for InLine-CSwin's 'S' blocks.
+
+A two-branch block splits the channels (and heads) in half: branch 0 attends inside
+vertical stripes (the full height x ``split_size`` columns), branch 1 inside horizontal
+stripes (``split_size`` rows x the full width); their outputs are concatenated. A
+one-branch block (the last stage) attends over the whole map. In every window LePE, a
+3x3 depthwise conv with bias over v on the window's grid (zero padding at its border),
+is added to the attention output.
+
+Any H x W works: the grid is zero-padded to whole stripes, padded keys are masked out,
+and the output is cropped back. Batch padding (``valid_mask``) is treated the same way.
+"""
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..typing import HW
+from .inline_attention import check_heads
+from .window_attention import NEG_INF
+
+
+def to_windows(x: torch.Tensor, win: HW) -> torch.Tensor:
+    """(B, H, W, C) with H, W multiples of the window -> (B*nW, wh*ww, C)."""
+    b, h, w, c = x.shape
+    wh, ww = win
+    x = x.view(b, h // wh, wh, w // ww, ww, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, wh * ww, c)
+
+
+def from_windows(x: torch.Tensor, win: HW, hw: HW) -> torch.Tensor:
+    """(B*nW, wh*ww, C) -> (B, H, W, C)."""
+    (wh, ww), (h, w) = win, hw
+    c = x.shape[-1]
+    x = x.view(-1, h // wh, w // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, h, w, c)
+
+
+class CSwinStripeAttention(nn.Module):
+    """Cross-shaped stripe softmax attention with LePE.
+
+    Args:
+        embed_dims: channels C (head-major, q | k | v from one ``qkv`` projection).
+        num_heads: heads of the block; each of two branches gets half of them.
+        split_size: stripe width of a two-branch block.
+        num_branches: 2 (stripes) or 1 (one window over the whole map).
+        qkv_bias, attn_drop, proj_drop: as usual.
+
+    ``x`` (B, H*W, C) tokens of ``hw_shape``; ``valid_mask`` optional (B, H*W) bool of real
+    tokens. Output (B, H*W, C).
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, split_size: int, num_branches: int = 2,
+                 qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
+        super().__init__()
+        if num_branches not in (1, 2):
+            raise ValueError(f'CSwinStripeAttention: num_branches must be 1 or 2, got {num_branches}.')
+        if split_size < 1:
+            raise ValueError(f'CSwinStripeAttention: split_size must be >= 1, got {split_size}.')
+        if num_heads % num_branches:
+            raise ValueError(f'CSwinStripeAttention: a two-branch block splits its {num_heads} heads in half; '
+                             f'use an even number of heads for this stage.')
+        branch_dims = embed_dims // num_branches
+        self.branch_heads = num_heads // num_branches
+        check_heads(branch_dims, self.branch_heads, 'CSwinStripeAttention (one branch)')
+        self.split_size = split_size
+        self.num_branches = num_branches
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.get_v = nn.ModuleList(
+            nn.Conv2d(branch_dims, branch_dims, 3, padding=1, groups=branch_dims) for _ in range(num_branches))
+        self.attn_drop = attn_drop
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def extra_repr(self) -> str:
+        return f'split_size={self.split_size}, num_branches={self.num_branches}'
+
+    def windows(self, hw: HW) -> List[HW]:
+        """The window of each branch on an H x W grid."""
+        h, w = hw
+        if self.num_branches == 1:
+            return [(h, w)]
+        return [(h, self.split_size), (self.split_size, w)]
+
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        b, n, c = x.shape
+        h, w = hw_shape
+        qkv = self.qkv(x)
+        valid = None
+        if valid_mask is not None:
+            qkv = qkv * valid_mask.unsqueeze(-1).to(qkv.dtype)  # padded v is 0, as beyond an image's border
+            valid = valid_mask.view(b, h, w)
+        q, k, v = qkv.view(b, h, w, 3, c).unbind(3)
+        cb = c // self.num_branches
+        outs = []
+        for i, win in enumerate(self.windows(hw_shape)):
+            part = slice(i * cb, (i + 1) * cb)
+            outs.append(self.branch(q[..., part], k[..., part], v[..., part], win, self.get_v[i], valid))
+        out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
+        return self.proj_drop(self.proj(out.reshape(b, n, c)))
+
+    def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, win: HW, get_v: nn.Conv2d,
+               valid: Optional[torch.Tensor]) -> torch.Tensor:
+        """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in ``win`` windows + LePE."""
+        b, h, w, c = q.shape
+        wh, ww = win
+        pad_h, pad_w = (-h) % wh, (-w) % ww
+        if pad_h or pad_w:
+            q, k, v = (F.pad(t, (0, 0, 0, pad_w, 0, pad_h)) for t in (q, k, v))
+        hp, wp = h + pad_h, w + pad_w
+        heads = self.branch_heads
+        d = c // heads
+
+        def split_heads(t: torch.Tensor) -> torch.Tensor:  # (B*nW, n, c) -> (B*nW, heads, n, d)
+            return t.view(t.shape[0], t.shape[1], heads, d).transpose(1, 2)
+
+        qw, kw, vw = (to_windows(t, win) for t in (q, k, v))
+        mask = None
+        if pad_h or pad_w or valid is not None:
+            key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
+            key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
+            mask = ((1 - to_windows(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)
+        lepe = get_v(vw.transpose(1, 2).reshape(-1, c, wh, ww)).flatten(2).transpose(1, 2)
+        out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
+                                             dropout_p=self.attn_drop if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(-1, wh * ww, c) + lepe
+        return from_windows(out, win, (hp, wp))[:, :h, :w]

@@ -1,0 +1,145 @@
+"""InLine-CSwin: CSwin Transformer whose InLine blocks attend over the whole feature map."""
+import re
+from typing import List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from ..typing import HW, StateDict
+from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention
+from .cswin_attention import CSwinStripeAttention
+from .layers import TransformerBlock, pad_to_multiple
+
+
+class ConvDownsample(nn.Module):
+    """Conv (kernel ``kernel``, stride ``stride``) on the token grid, then LayerNorm.
+
+    Map (B, C_in, H, W) -> tokens (B, H'*W', C_out) and (H', W'), H' = ceil(H / stride) for the
+    paddings used here (stem: 7/4/2 on a multiple of 4; merge: 3/2/1).
+    """
+
+    def __init__(self, in_dims: int, out_dims: int, kernel: int, stride: int, padding: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_dims, out_dims, kernel, stride=stride, padding=padding)
+        self.norm = nn.LayerNorm(out_dims)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
+        x = self.conv(x)
+        return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
+
+
+class CSwinStage(nn.Module):
+    def __init__(self, merge: Optional[ConvDownsample], blocks: List[TransformerBlock]) -> None:
+        super().__init__()
+        self.merge = merge
+        self.blocks = nn.ModuleList(blocks)
+
+
+class InLineCSwin(InLineBackboneBase):
+    """InLine-CSwin backbone (Han et al., NeurIPS 2024) for dense prediction.
+
+    InLine blocks attend over the whole feature map at any resolution (with LePE, and a
+    local residual predicted from the block input before ``norm1``, as the authors' model);
+    softmax blocks attend in cross-shaped stripes of width ``split_size`` (two branches),
+    except in the last stage, which attends over the whole map (one branch).
+
+    Args:
+        arch: 'tiny', 'small', 'base' or a dict with embed_dims/depths/num_heads/split_size/attn_type.
+        embed_dims, depths, num_heads, split_size, attn_type: override the arch's values.
+            attn_type has one letter per stage: I (InLine) or S (softmax stripes).
+        mlp_ratio: MLP hidden width over C.
+        kernel, attn_impl: phi and evaluation of InLine attention, as in ``InLineSwin``.
+        out_indices: stages whose outputs are returned, as (B, 2^i C, H/2^(i+2), W/2^(i+2)).
+        out_norm: LayerNorm on every returned stage output.
+        frozen_stages: -1 none; 0 the stem; k also the first k stages (with their merges).
+        with_cp: activation checkpointing in every block.
+        init_cfg: e.g. dict(type='Pretrained', checkpoint='inline://inline_cswin_t').
+    """
+
+    arch_zoo = {
+        'tiny': dict(embed_dims=64, depths=(2, 4, 18, 1), num_heads=(2, 4, 8, 16), split_size=(1, 2, 7, 7),
+                     attn_type='IISS'),
+        'small': dict(embed_dims=64, depths=(3, 6, 29, 2), num_heads=(2, 4, 8, 16), split_size=(1, 2, 7, 7),
+                      attn_type='IISS'),
+        'base': dict(embed_dims=96, depths=(3, 6, 29, 2), num_heads=(4, 8, 16, 32), split_size=(1, 2, 7, 7),
+                     attn_type='IISS'),
+    }
+
+    def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
+                 depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
+                 split_size: Optional[Sequence[int]] = None, attn_type: Optional[str] = None,
+                 mlp_ratio: float = 4.0, qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto',
+                 in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
+                 drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True,
+                 frozen_stages: int = -1, with_cp: bool = False, init_cfg: InitCfg = None) -> None:
+        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
+                                    split_size=split_size, attn_type=attn_type),
+                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
+                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
+                         init_cfg=init_cfg)
+        dims, n = self.embed_dims, len(self.depths)
+        splits = self.arch['split_size']
+        self.strides = tuple(4 * 2 ** i for i in range(n))
+        self.stem = ConvDownsample(in_channels, dims[0], 7, 4, 2)
+        self.stages = nn.ModuleList()
+        for i, stage_kinds in enumerate(self.attn_kinds):
+            merge = ConvDownsample(dims[i - 1], dims[i], 3, 2, 1) if i > 0 else None
+            blocks = []
+            for j, kind in enumerate(stage_kinds):
+                if kind == 'I':
+                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate, lepe=True)
+                else:
+                    try:
+                        attn = CSwinStripeAttention(dims[i], self.num_heads[i], splits[i], 1 if i == n - 1 else 2,
+                                                    qkv_bias, attn_drop_rate, drop_rate)
+                    except ValueError as exc:
+                        raise ValueError(f'{type(self).__name__} stage {i}: {exc}') from None
+                blocks.append(TransformerBlock(dims[i], attn, mlp_ratio, 1e-5, self.block_drop_path[i][j], with_cp,
+                                               residual_from_input=kind == 'I'))
+            self.stages.append(CSwinStage(merge, blocks))
+        self._freeze()
+
+    def stem_modules(self) -> List[nn.Module]:
+        return [self.stem]
+
+    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
+                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
+        if index == 0:  # padded to a multiple of 4 first, so that the grid is ceil(H / 4)
+            return self.stem(pad_to_multiple(x, 4))
+        grid = x.transpose(1, 2).reshape(x.shape[0], -1, *hw)
+        return self.stages[index].merge(grid)
+
+    @staticmethod
+    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+        """Authors' InLine-CSwin keys -> ours. Pure function of the state dict.
+
+        ``stage1_conv_embed.{0,2}`` -> ``stem.{conv,norm}``; ``merge{i}`` -> ``stages.{i}.merge``;
+        ``stage{s}.{j}.{qkv,proj}`` -> ``stages.{s-1}.blocks.{j}.attn.{qkv,proj}``; in InLine blocks
+        (those with ``attns.0.residual``) ``attns.0.{get_v,residual}`` -> ``attn.{get_v,residual}``,
+        in softmax blocks ``attns.{b}.get_v`` -> ``attn.get_v.{b}``; the final ``norm`` ->
+        ``out_norms.{last}``; drops ``head``. Our own keys pass through unchanged.
+        """
+        inline_blocks = {k.split('.attns.')[0] for k in state_dict if re.search(r'\.attns\.0\.residual\.', k)}
+        stage_ids = [int(m.group(1)) for k in state_dict for m in [re.match(r'^stage(\d)\.', k)] if m]
+        last = max(stage_ids, default=4) - 1
+        out, dropped = {}, []
+        for key, value in state_dict.items():
+            if key.startswith('head.'):
+                dropped.append(key)
+                continue
+            new = re.sub(r'^stage1_conv_embed\.0\.', 'stem.conv.', key)
+            new = re.sub(r'^stage1_conv_embed\.2\.', 'stem.norm.', new)
+            new = re.sub(r'^merge(\d)\.', lambda m: f'stages.{m.group(1)}.merge.', new)
+            new = re.sub(r'^norm\.', f'out_norms.{last}.', new)
+            m = re.match(r'^stage(\d)\.(\d+)\.(.*)$', new)
+            if m:
+                block, rest = f'stages.{int(m.group(1)) - 1}.blocks.{m.group(2)}', m.group(3)
+                if rest.startswith(('qkv.', 'proj.')):
+                    rest = f'attn.{rest}'
+                elif rest.startswith('attns.'):
+                    branch, tail = rest[len('attns.'):].split('.', 1)
+                    inline = key.split('.attns.')[0] in inline_blocks
+                    rest = f'attn.{tail}' if inline else f"attn.get_v.{branch}.{tail[len('get_v.'):]}"
+                new = f'{block}.{rest}'
+            out[new] = value
+        return out, dropped
