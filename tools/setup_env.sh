@@ -420,8 +420,10 @@ fi
 say "installing mmengine $MMENGINE_VERSION, mmdet $MMDET_VERSION, mmseg $MMSEG_VERSION and the rest (versions from ${LOCK:-the index})"
 pip_step "$PY" "installing mmengine / mmdet / mmseg" "${PIPI[@]}" -q "mmengine==$MMENGINE_VERSION" "mmcv==$MMCV_VERSION" \
   "mmdet==$MMDET_VERSION" "mmsegmentation==$MMSEG_VERSION" "${OTHER_REQS[@]}"
-# This package, editable (its requirements are all in the line above; pip check verifies).
-pip_step "$PY" "installing inline_dense from $ROOT" "${PIPI[@]}" -q --no-deps --use-pep517 --no-build-isolation -e "$ROOT"
+# This package, editable (its requirements are all in the line above; pip check verifies). It builds
+# with the environment's own setuptools (pip refuses --build-constraint without build isolation).
+pip_step "$PY" "installing inline_dense from $ROOT" install -q -c "$WORK/constraints.txt" --no-deps --use-pep517 \
+  --no-build-isolation -e "$ROOT"
 
 if [ -n "${MMCV_FROM:-}" ] && ! have_mmcv; then
   fail "mmcv was installed from $MMCV_FROM but its compiled ops do not load" \
