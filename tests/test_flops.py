@@ -1,4 +1,7 @@
 """FLOP counting: InLine attention against a hand count, and linear vs quadratic growth."""
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -49,7 +52,7 @@ def test_batch_and_fast_path_do_not_change_the_textbook_count():
     assert textbook == 3 * hand_count_inline(80, 64, 2)
     executed = count_flops(attn, (x, (8, 10)), executed=True)
     assert executed.total > 0 and executed.total != textbook  # the fast path runs other products
-    assert attn.fused  # counting left the module as it was
+    assert attn.impl == 'auto'  # counting left the module as it was
 
 
 def test_inline_flops_grow_linearly_softmax_quadratically():
@@ -84,3 +87,35 @@ def test_count_params_counts_shared_tensors_once():
     lin = torch.nn.Linear(4, 4)
     model = torch.nn.Sequential(lin, lin)
     assert count_params(model) == 4 * 4 + 4
+
+
+def test_inline_attention_in_any_container_is_counted_textbook():
+    """The InLine mapping goes by module type, so InLine layers inside any backbone
+    (Swin, PVT, CSwin blocks) are counted for the textbook algorithm."""
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([InLineAttention(32, 2), InLineAttention(32, 4)])
+
+        def forward(self, x, hw):
+            for blk in self.blocks:
+                x = blk(x, hw)
+            return x
+    report = count_flops(Wrapper().eval(), (torch.randn(1, 48, 32), (6, 8)))
+    assert report.total == hand_count_inline(48, 32, 2) + hand_count_inline(48, 32, 4)
+    assert report.attention == report.total
+
+
+def test_readme_figures_at_224():
+    """Params and MACs of the README's FLOP table (benchmarks/flops.json) at 224x224."""
+    from inline_dense.analysis.zoo import build_backbone, init_model
+    recorded = json.loads((Path(__file__).resolve().parents[1] / 'benchmarks' / 'flops.json').read_text())
+    rows = {r['model']: r for r in recorded['results'] if (r['height'], r['width']) == (224, 224)}
+    assert set(rows) == {'inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t'}
+    for name, row in rows.items():
+        model = build_backbone(name)
+        init_model(model)
+        model.eval()  # (mmdet's SwinTransformer.train returns None: no chaining)
+        report = count_flops(model, torch.randn(1, 3, 224, 224))
+        assert (report.params, report.total, report.attention, report.by_op) == \
+            (row['params'], row['macs'], row['attention_macs'], row['by_op']), name

@@ -1,6 +1,6 @@
 """FLOPs (multiply-accumulates) and parameters of backbones or whole models.
 
-    python tools/get_flops.py --models inline-swin-t swin-t inline-pvt-t pvt-t --shapes 224x224 800x1216
+    python tools/get_flops.py --models inline-swin-t inline-cswin-t swin-t inline-pvt-t pvt-t --shapes 224x224 800x1216
     python tools/get_flops.py --config configs/retinanet/retinanet_inline-pvt-t_fpn_1x_coco.py --shapes 800x1216
 
 Every matrix product a forward pass runs is counted at the ATen level (see
@@ -11,21 +11,17 @@ attention is counted for its textbook algorithm unless ``--executed`` is given.
 import argparse
 import json
 import os
-import sys
 from typing import Any, Dict, List, Optional, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    import inline_dense  # noqa: F401
-except ImportError:
-    sys.path.insert(0, ROOT)
-
-from benchmark import parse_hw  # noqa: E402  (tools/ is on sys.path when run as a script)
+from inline_dense.analysis import zoo
+from inline_dense.analysis.jobs import parse_hw
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    p.add_argument('--models', nargs='+', default=None, help='backbone names, as in tools/benchmark.py')
+    p.add_argument('--models', nargs='+', default=None,
+                   help=f'backbone names, as in tools/benchmark.py (default {" ".join(zoo.DEFAULT_MODELS)}; '
+                        'inline-cswin-t too)')
     p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
     p.add_argument('--shapes', nargs='+', type=parse_hw, default=[(224, 224), (800, 1216)], help='HxW inputs')
     p.add_argument('--executed', action='store_true',
@@ -34,27 +30,27 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--json', default=None, help='write the figures to this JSON file')
     args = p.parse_args(argv)
     if args.models is None:
-        args.models = [] if args.config else ['inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t']
+        args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
+    problem = zoo.check_entries(args.models, args.config)
+    if problem:
+        p.error(problem)
     return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     import torch
     from inline_dense.analysis import count_flops
-    from inline_dense.analysis.benchmark import build_model, init_model
     args = parse_args(argv)
-    entries = [(m, None) for m in args.models] + [(os.path.splitext(os.path.basename(c))[0], c) for c in args.config]
     rows: List[Dict[str, Any]] = []
     print(f'{"model":28s} {"input":>10s} {"params (M)":>10s} {"GFLOPs":>8s} {"attention":>10s} {"share":>6s}')
-    for name, config in entries:
-        model = build_model(None if config else name, config)
-        init_model(model)
+    for name, config in zoo.model_entries(args.models, args.config):
+        model = zoo.build_model(None if config else name, config)
+        zoo.init_model(model)
         model.eval()
         for h, w in args.shapes:
             report = count_flops(model, torch.randn(1, 3, h, w), executed=args.executed)
-            row = dict(model=name, height=h, width=w, params=report.params, macs=report.total,
-                       attention_macs=report.attention, by_op=report.by_op)
-            rows.append(row)
+            rows.append(dict(model=name, height=h, width=w, params=report.params, macs=report.total,
+                             attention_macs=report.attention, by_op=report.by_op))
             print(f'{name:28s} {h:>4d}x{w:<5d} {report.params / 1e6:10.2f} {report.total / 1e9:8.2f} '
                   f'{report.attention / 1e9:10.2f} {report.attention / max(report.total, 1):6.1%}')
             if args.by_op:

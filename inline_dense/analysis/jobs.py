@@ -1,0 +1,152 @@
+"""Benchmark jobs: what one (model, resolution, mode) measurement is, measuring it in this
+process, and running a sweep of them, each in a fresh subprocess, round after round.
+
+A fresh process per job makes the peak resident memory that job's alone. The worker
+(:mod:`inline_dense.analysis.worker`) receives the :class:`Job` as JSON and prints its
+row as one ``RESULT {json}`` line; anything else it prints is left to the log.
+"""
+import fnmatch
+import json
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from .memory import KEEP_FREED_ENV, peak_tracker
+from .rows import Measurement, latency, pool
+from .timing import make_step, time_calls
+from .zoo import build_model, config_label, init_model
+
+HW = Tuple[int, int]
+DEFAULT_RESOLUTIONS = ('512x512', '800x1216', '1024x1024', '1600x2432')
+RESULT_PREFIX = 'RESULT '
+
+
+def parse_hw(text: str) -> HW:
+    """'800x1216' -> (800, 1216); a ValueError (argparse's type error) says what is wrong."""
+    import argparse
+    try:
+        h, w = (int(v) for v in text.lower().split('x'))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not HxW, e.g. 800x1216') from None
+    if h <= 0 or w <= 0:
+        raise argparse.ArgumentTypeError(f'{text!r}: sides must be positive')
+    return h, w
+
+
+@dataclass
+class Job:
+    """One measurement: ``model`` is the row's label (a zoo name, or a config's label when
+    ``config`` is given); ``threads`` None keeps torch's default."""
+    model: str
+    height: int
+    width: int
+    mode: str = 'infer'
+    device: str = 'cpu'
+    batch: int = 1
+    warmup: int = 2
+    runs: int = 5
+    threads: Optional[int] = None
+    config: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """'model@HxW:mode', the name ``--skip`` globs match and the progress bar shows."""
+        return f'{self.model}@{self.height}x{self.width}:{self.mode}'
+
+    def row(self, threads: int, error: str = '') -> Measurement:
+        """An empty row for this job (filled in by :func:`measure_job`, or left as an error row)."""
+        return Measurement(self.model, self.height, self.width, self.mode, self.device, self.batch,
+                           threads, error=error)
+
+    def error_row(self, error: str) -> Dict[str, Any]:
+        return self.row(self.threads or 0, error).to_dict()
+
+
+def plan_jobs(entries: Sequence[Tuple[str, Optional[str]]], resolutions: Sequence[HW],
+              modes: Sequence[str], skip: Sequence[str] = (), **settings: Any) -> List[Job]:
+    """Every (entry, resolution, mode) but those whose label matches a ``skip`` glob.
+
+    ``entries``: (label, config or None) as :func:`~inline_dense.analysis.zoo.model_entries`
+    gives them; ``settings``: the other :class:`Job` fields (device, batch, warmup, ...).
+    """
+    jobs = []
+    for name, config in entries:
+        for h, w in resolutions:
+            for mode in modes:
+                job = Job(name, h, w, mode, config=config and os.path.abspath(config), **settings)
+                if not any(fnmatch.fnmatch(job.label, pat) for pat in skip):
+                    jobs.append(job)
+    return jobs
+
+
+def measure_job(job: Job) -> Measurement:
+    """Builds the model, then times ``job.runs`` steps after ``job.warmup`` and records the
+    peak memory, in this process."""
+    if job.threads:
+        torch.set_num_threads(job.threads)
+    device = torch.device(job.device)
+    result = job.row(torch.get_num_threads())
+    torch.manual_seed(0)
+    model = build_model(None if job.config else job.model, job.config)
+    init_model(model)
+    model.to(device)
+    x = torch.randn(job.batch, 3, job.height, job.width, device=device)
+    step = make_step(model, x, job.mode)
+    tracker = peak_tracker(device)
+    with tracker:
+        times, cpu = time_calls(step, job.warmup, job.runs, device)
+    result.times_ms = [round(t, 3) for t in times]
+    result.median_ms, result.throughput = latency(times, job.batch)
+    result.cpu_ms = statistics.median(cpu)
+    result.peak_mib = tracker.peak / 2 ** 20
+    result.memory_method = tracker.method
+    return result
+
+
+def measure(model_name: str, height: int, width: int, mode: str = 'infer', device: str = 'cpu',
+            batch: int = 1, warmup: int = 2, runs: int = 5, threads: Optional[int] = None,
+            config: Optional[str] = None) -> Measurement:
+    """:func:`measure_job` by keywords; with ``config`` the row is labelled by the config."""
+    label = model_name if config is None else config_label(config)
+    return measure_job(Job(label, height, width, mode, device, batch, warmup, runs, threads, config))
+
+
+def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False) -> Dict[str, Any]:
+    """The job's row from a fresh ``python -m inline_dense.analysis.worker`` process; an error
+    row when it crashed, was killed or ran past ``timeout`` seconds."""
+    cmd = [sys.executable, '-m', 'inline_dense.analysis.worker', json.dumps(asdict(job))]
+    env = dict(os.environ, **KEEP_FREED_ENV) if keep_freed else None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return job.error_row(f'timed out after {timeout:.0f}s')
+    for line in proc.stdout.splitlines()[::-1]:
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    why = 'killed (out of memory?)' if proc.returncode in (-9, 137) else f'exit code {proc.returncode}'
+    return job.error_row(f'{why}: ' + ' | '.join(tail))
+
+
+def run_sweep(jobs: Sequence[Job], rounds: int = 1, timeout: float = 3600, keep_freed: bool = False,
+              on_start: Optional[Callable[[str], None]] = None,
+              on_done: Optional[Callable[[], None]] = None) -> List[Dict[str, Any]]:
+    """Runs every job ``rounds`` times, interleaved (all jobs, then all again, ...), each in
+    its own subprocess, and returns one pooled row per job in the order given.
+
+    ``on_start(label)`` / ``on_done()`` are called around each run (for a progress bar).
+    """
+    per_job: Dict[str, List[Dict[str, Any]]] = {job.label: [] for job in jobs}
+    for _ in range(rounds):
+        for job in jobs:
+            if on_start is not None:
+                on_start(job.label)
+            per_job[job.label].append(run_in_subprocess(job, timeout, keep_freed))
+            if on_done is not None:
+                on_done()
+    return [pool(rows) for rows in per_job.values()]

@@ -1,0 +1,58 @@
+"""Result rows: one :class:`Measurement` per (model, resolution, mode), error rows, and the
+pooling of several rounds of the same job into one row. Times in ms, memory in MiB."""
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Sequence, Tuple
+
+
+@dataclass
+class Measurement:
+    """One (model, resolution, mode) result; ``error`` is set, and the figures NaN, when it failed."""
+    model: str
+    height: int
+    width: int
+    mode: str
+    device: str
+    batch: int
+    threads: int
+    times_ms: List[float] = field(default_factory=list)
+    median_ms: float = math.nan
+    cpu_ms: float = math.nan  # median process CPU time per step, all threads
+    throughput: float = math.nan  # images per second
+    peak_mib: float = math.nan
+    memory_method: str = ''
+    error: str = ''
+
+    @property
+    def pixels(self) -> int:
+        return self.height * self.width
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d['pixels'] = self.pixels
+        return d
+
+
+def latency(times_ms: Sequence[float], batch: int) -> Tuple[float, float]:
+    """(median ms per step, images per second at that median)."""
+    median = statistics.median(times_ms)
+    return median, batch * 1e3 / median
+
+
+def pool(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Merges the rounds of one job: all times pooled, median of them, median peak memory.
+
+    A job that failed in every round gives its first error row.
+    """
+    good = [r for r in results if not r.get('error')]
+    if not good:
+        return results[0]
+    merged = dict(good[0])
+    merged['times_ms'] = [t for r in good for t in r['times_ms']]
+    merged['median_ms'], merged['throughput'] = latency(merged['times_ms'], merged['batch'])
+    merged['peak_mib'] = statistics.median(r['peak_mib'] for r in good)
+    merged['cpu_ms'] = statistics.median(r['cpu_ms'] for r in good)
+    merged['peak_mib_rounds'] = [round(r['peak_mib'], 1) for r in good]
+    merged['median_ms_rounds'] = [round(r['median_ms'], 2) for r in good]
+    return merged
