@@ -1,1 +1,77 @@
-"""Shared pytest configuration for inline_dense's tests (markers live in pytest.ini)."""
+"""What several test modules share: small backbones, the tools as modules, single-threaded torch.
+
+Markers live in pytest.ini. Fixtures here:
+
+* ``tiny_backbone(kind, init=True, **overrides)``: a small InLine-Swin / InLine-PVT / InLine-CSwin
+  (``kind`` in ``TINY_KINDS``) with every kind of block, fast on a CPU;
+* ``load_tool(name)``: ``tools/<name>.py`` as a module;
+* ``one_thread``: torch limited to one thread for the test (small tensors on shared cores).
+"""
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Dict, Tuple
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Per family: class name, and settings with every kind of block (InLine, softmax, the mixed stage).
+TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {
+    'swin': ('InLineSwin', dict(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1')),
+    'pvt': ('InLinePVT', dict(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
+                              attn_type='IISS')),
+    'cswin': ('InLineCSwin', dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(2, 2, 4, 8),
+                                  split_size=(1, 2, 3, 3), attn_type='ISIS')),
+}
+TINY_KINDS = tuple(TINY)
+
+
+def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Module:
+    """A small backbone of family ``kind``; ``overrides`` replace any of its settings."""
+    import inline_dense.models as models
+    name, settings = TINY[kind]
+    model = getattr(models, name)(**dict(settings, **overrides))
+    if init:
+        model.init_weights()
+    return model
+
+
+@pytest.fixture
+def tiny_backbone() -> Callable[..., torch.nn.Module]:
+    return build_tiny
+
+
+_TOOLS: Dict[str, ModuleType] = {}
+
+
+def import_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module (``tools/test.py`` would clash with the stdlib's ``test``)."""
+    if name not in _TOOLS:
+        spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TOOLS[name] = module
+    return _TOOLS[name]
+
+
+@pytest.fixture(scope='session')
+def load_tool() -> Callable[[str], ModuleType]:
+    return import_tool
+
+
+@pytest.fixture
+def one_thread():
+    """Small tensors on busy shared cores: several threads wait on each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes ``kind`` and does not parametrize it runs for every backbone family."""
+    explicit = any('kind' in str(m.args[0]) for m in metafunc.definition.iter_markers('parametrize'))
+    if 'kind' in metafunc.fixturenames and not explicit:
+        metafunc.parametrize('kind', TINY_KINDS)

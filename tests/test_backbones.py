@@ -134,38 +134,20 @@ def test_inline_attention_cost_is_linear_in_tokens():
     assert s4 / s1 > 8 and sm4 / sm1 > 8
 
 
-BACKBONES = [InLineSwin, InLinePVT, InLineCSwin]
-
-
-@pytest.mark.parametrize('cls', BACKBONES)
-def test_gradients_reach_every_parameter(cls):
-    model = tiny(cls, drop_path_rate=0.0)
+def test_gradients_reach_every_parameter(kind, tiny_backbone):
+    model = tiny_backbone(kind, drop_path_rate=0.0)
     outs = model(torch.randn(2, 3, 64, 80))
     sum(o.square().mean() for o in outs).backward()
     no_grad = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
     assert no_grad == []
 
 
-def tiny(cls, **kw):
-    if cls is InLineSwin:
-        return InLineSwin(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1', **kw)
-    if cls is InLineCSwin:
-        return InLineCSwin(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(2, 2, 4, 8), split_size=(1, 2, 3, 3),
-                           attn_type='ISIS', **kw)
-    return InLinePVT(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
-                     attn_type='IISS', **kw)
-
-
-@pytest.mark.parametrize('cls', BACKBONES)
 @pytest.mark.parametrize('frozen', [0, 1, 2, 4])
-def test_frozen_stages_have_no_trainable_parameters(cls, frozen):
-    model = tiny(cls, frozen_stages=frozen)
+def test_frozen_stages_have_no_trainable_parameters(kind, frozen, tiny_backbone):
+    model = tiny_backbone(kind, frozen_stages=frozen)
     model.train()
     frozen_mods = list(model.stages[:frozen]) + [model.out_norms[str(i)] for i in range(frozen)]
-    if cls is InLineSwin:
-        frozen_mods += [model.patch_embed, model.drop_after_pos]
-    if cls is InLineCSwin:
-        frozen_mods.append(model.stem)
+    frozen_mods += model.stem_modules()
     for mod in frozen_mods:
         assert not any(p.requires_grad for p in mod.parameters())
         assert not mod.training
@@ -173,21 +155,19 @@ def test_frozen_stages_have_no_trainable_parameters(cls, frozen):
     assert all(p.requires_grad for m in later for p in m.parameters())
 
 
-@pytest.mark.parametrize('cls', BACKBONES)
-def test_frozen_stages_outputs_do_not_change_in_train_mode(cls):
+def test_frozen_stages_outputs_do_not_change_in_train_mode(kind, tiny_backbone):
     """Dropout after the patch embedding (Swin) is frozen with it, as in mmdet's Swin."""
-    model = tiny(cls, frozen_stages=1, drop_rate=0.5, drop_path_rate=0.0).train()
+    model = tiny_backbone(kind, frozen_stages=1, drop_rate=0.5, drop_path_rate=0.0).train()
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         first, second = model(x)[0], model(x)[0]
     torch.testing.assert_close(first, second)
 
 
-@pytest.mark.parametrize('cls', BACKBONES)
-def test_with_cp_gives_same_outputs_and_gradients(cls):
+def test_with_cp_gives_same_outputs_and_gradients(kind, tiny_backbone):
     torch.manual_seed(0)
-    plain = tiny(cls, drop_path_rate=0.0)
-    cp = tiny(cls, drop_path_rate=0.0, with_cp=True)
+    plain = tiny_backbone(kind, drop_path_rate=0.0)
+    cp = tiny_backbone(kind, drop_path_rate=0.0, with_cp=True)
     cp.load_state_dict(plain.state_dict())
     x = torch.randn(1, 3, 64, 72)
     grads = []

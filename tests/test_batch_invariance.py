@@ -9,36 +9,27 @@ from typing import List, Sequence, Tuple
 import pytest
 import torch
 
+from conftest import build_tiny
 from inline_dense.engine import enable_padding_mask, image_shapes, padded_batch
-from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
 
 STRIDES = (4, 8, 16, 32)
 TOL = 1e-4
 
 
-def swin() -> InLineSwin:
-    # 'ISMS1': InLine and (shifted) window blocks in every position that matters; window 4
-    # so that even these small images have several (shifted) windows in every stage.
-    m = InLineSwin(embed_dims=32, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='ISMS1',
-                   window_size=4, drop_path_rate=0.0)
-    m.init_weights()
-    return m.eval()
+# Small backbones with every kind of block where it matters: Swin's shifted windows of 4 (so
+# that even these small images have several, shifted, windows in every stage), PVT's reduced
+# keys, CSwin's stripes of 3 (several padded stripes) and its last stage's one window.
+BACKBONES = {
+    'swin-ISMS1': ('swin', dict(embed_dims=32, depths=(2, 2, 2, 2), attn_type='ISMS1', window_size=4)),
+    'pvt-SIIS': ('pvt', dict(depths=(2, 1, 1, 2), mlp_ratios=(2, 2, 2, 2), attn_type='SIIS')),
+    'pvt-IIII': ('pvt', dict(depths=(2, 1, 1, 2), mlp_ratios=(2, 2, 2, 2), attn_type='IIII')),
+    'cswin-ISIS': ('cswin', dict(depths=(1, 2, 1, 2), split_size=(1, 3, 3, 3), mlp_ratio=2)),
+}
 
 
-def pvt(attn_type: str = 'SIIS') -> InLinePVT:
-    m = InLinePVT(embed_dims=(16, 32, 64, 128), depths=(2, 1, 1, 2), num_heads=(1, 2, 4, 8),
-                  mlp_ratios=(2, 2, 2, 2), attn_type=attn_type, drop_path_rate=0.0)
-    m.init_weights()
-    return m.eval()
-
-
-def cswin() -> InLineCSwin:
-    # 'ISIS': InLine blocks, two-branch stripes (split 3, so the small images have several
-    # padded stripes) and the last stage's one window over the whole map.
-    m = InLineCSwin(embed_dims=16, depths=(1, 2, 1, 2), num_heads=(2, 2, 4, 8), split_size=(1, 3, 3, 3),
-                    attn_type='ISIS', mlp_ratio=2, drop_path_rate=0.0)
-    m.init_weights()
-    return m.eval()
+def backbone(name: str) -> torch.nn.Module:
+    kind, settings = BACKBONES[name]
+    return build_tiny(kind, drop_path_rate=0.0, **settings).eval()
 
 
 def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: Tuple[int, int],
@@ -60,11 +51,10 @@ def images():
     return small, exact, big
 
 
-@pytest.mark.parametrize('build', [swin, pvt, lambda: pvt('IIII'), cswin],
-                         ids=['swin-ISMS1', 'pvt-SIIS', 'pvt-IIII', 'cswin-ISIS'])
-def test_backbone_features_do_not_depend_on_batch(build, images):
+@pytest.mark.parametrize('name', list(BACKBONES))
+def test_backbone_features_do_not_depend_on_batch(name, images):
     torch.manual_seed(0)
-    model = build()
+    model = backbone(name)
     small, exact, big = images
     with torch.no_grad():
         for img in (small, exact):
@@ -82,12 +72,12 @@ def test_backbone_features_do_not_depend_on_batch(build, images):
             assert max(valid_region_error(alone, unmasked, img.shape[-2:], 0, 1)) > 1e-2
 
 
-@pytest.mark.parametrize('build', [swin, lambda: pvt('IIII'), cswin], ids=['swin-ISMS1', 'pvt-IIII', 'cswin-ISIS'])
-def test_unpadded_image_matches_masked_batch(build, images):
+@pytest.mark.parametrize('name', ['swin-ISMS1', 'pvt-IIII', 'cswin-ISIS'])
+def test_unpadded_image_matches_masked_batch(name, images):
     """An image fed at its own size (no padding at all, no mask) gives the features it has in
     a padded batch: the mask makes padding look like the zero padding of the layers."""
     torch.manual_seed(0)
-    model = build()
+    model = backbone(name)
     small, _, big = images
     with torch.no_grad():
         alone = model(small[None])
@@ -100,7 +90,7 @@ def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
     """valid_hw that pads nothing gives no mask at all (the single-image path is unchanged)."""
     from inline_dense.models import backbone_base, inline_attention
     _, exact, _ = images
-    model = swin()
+    model = backbone('swin-ISMS1')
     seen = []
     original = inline_attention.InLineAttention.forward
 
@@ -136,7 +126,7 @@ class TinyDetector(torch.nn.Module):
 
 def test_enable_padding_mask_feeds_img_shape_to_the_backbone(images):
     small, _, big = images
-    det = TinyDetector(swin()).eval()
+    det = TinyDetector(backbone('swin-ISMS1')).eval()
     handle = enable_padding_mask(det)
     assert enable_padding_mask(det) is handle and handle.backbones == [det.backbone]
     x, shapes = padded_batch([small, big], size_divisor=32)

@@ -5,43 +5,30 @@ import re
 import pytest
 import torch
 
+from conftest import build_tiny
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 
 
 def mini_swin(**kwargs) -> InLineSwin:
-    args = dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), attn_type='IIMS1')
-    args.update(kwargs)
-    return InLineSwin(**args)
+    return build_tiny('swin', init=False, **dict(dict(depths=(1, 1, 2, 1)), **kwargs))
 
 
-def raises(exc, *fragments):
-    """pytest.raises that also checks the message holds every fragment (case-sensitive)."""
-    class Check:
-        def __enter__(self):
-            self.ctx = pytest.raises(exc)
-            self.info = self.ctx.__enter__()
-            return self.info
-
-        def __exit__(self, *args):
-            suppressed = self.ctx.__exit__(*args)
-            message = str(self.info.value)
-            missing = [f for f in fragments if f not in message]
-            assert not missing, f'message lacks {missing}: {message}'
-            return suppressed
-    return Check()
+def msg(*fragments: str) -> str:
+    """A ``pytest.raises(match=...)`` pattern: the message holds every fragment, in any order."""
+    return '(?s)' + ''.join(f'(?=.*{re.escape(f)})' for f in fragments)
 
 
 # ---------------------------------------------------------------- architecture settings
 @pytest.mark.parametrize('cls, options', [(InLineSwin, "['base', 'small', 'tiny']"),
                                           (InLinePVT, "['large', 'medium', 'small', 'tiny']")])
 def test_unknown_arch(cls, options):
-    with raises(ValueError, "unknown arch 'huge'", options, 'pass a dict'):
+    with pytest.raises(ValueError, match=msg("unknown arch 'huge'", options, 'pass a dict')):
         cls(arch='huge')
 
 
 def test_custom_arch_dict_missing_keys():
-    with raises(ValueError, 'needs the keys', 'attn_type'):
+    with pytest.raises(ValueError, match=msg('needs the keys', 'attn_type')):
         InLineSwin(arch=dict(embed_dims=32, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8)))
 
 
@@ -56,12 +43,13 @@ def test_custom_arch_dict_missing_keys():
     (['I', 'I', 'I', 'S'], ['must be a string', "'IIIS'"]),
 ])
 def test_malformed_swin_attn_type(attn_type, fragments):
-    with raises(ValueError, 'InLineSwin', *fragments):
+    with pytest.raises(ValueError, match=msg('InLineSwin', *fragments)):
         InLineSwin(attn_type=attn_type)
 
 
 def test_pvt_has_no_mixed_stage():
-    with raises(ValueError, "InLinePVT: attn_type 'IIMI1' has unknown letter(s) ['M']", '{I, S}'):
+    with pytest.raises(ValueError, match=msg("InLinePVT: attn_type 'IIMI1' has unknown letter(s) ['M']",
+                                             '{I, S}')):
         InLinePVT(attn_type='IIMI1')
 
 
@@ -73,7 +61,7 @@ def test_pvt_has_no_mixed_stage():
     (lambda: InLineAttention(96, 5), ['embed_dims=96 is not divisible by num_heads=5']),
 ])
 def test_embed_dims_not_divisible_by_heads(build, fragments):
-    with raises(ValueError, *fragments):
+    with pytest.raises(ValueError, match=msg(*fragments)):
         build()
 
 
@@ -85,7 +73,7 @@ def test_embed_dims_not_divisible_by_heads(build, fragments):
     (lambda: InLinePVT(sr_ratios=(8, 4, 2)), ['sr_ratios=[8, 4, 2] has 3 entries']),
 ])
 def test_other_settings(build, fragments):
-    with raises(ValueError, *fragments):
+    with pytest.raises(ValueError, match=msg(*fragments)):
         build()
 
 
@@ -97,21 +85,22 @@ def swin():
 
 @pytest.mark.parametrize('shape', [(3, 64, 64), (1, 1, 64, 64), (1, 4, 64, 64), (1, 3, 64)])
 def test_wrong_input_rank_or_channels(swin, shape):
-    with raises(ValueError, f'expected an input of shape (B, 3, H, W), got {shape}', 'set in_channels'):
+    with pytest.raises(ValueError, match=msg(f'expected an input of shape (B, 3, H, W), got {shape}',
+                                             'set in_channels')):
         swin(torch.zeros(shape))
 
 
 @pytest.mark.parametrize('build, size, minimum', [(mini_swin, (16, 64), 32),
                                                   (lambda: InLinePVT(depths=(1, 1, 1, 1)), (64, 24), 32)])
 def test_input_too_small(build, size, minimum):
-    with raises(ValueError, f'input {size[0]}x{size[1]} is smaller than {minimum}x{minimum}',
-                f'at least {minimum} pixels per side'):
+    with pytest.raises(ValueError, match=msg(f'input {size[0]}x{size[1]} is smaller than {minimum}x{minimum}',
+                                             f'at least {minimum} pixels per side')):
         build()(torch.zeros(1, 3, *size))
 
 
 @pytest.mark.parametrize('valid_hw', [[(64, 64), (32, 32)], [(80, 64)], [(0, 10)]])
 def test_bad_valid_hw(swin, valid_hw):
-    with raises(ValueError, 'valid_hw=', 'one (height, width) per image (1)', 'img_shape'):
+    with pytest.raises(ValueError, match=msg('valid_hw=', 'one (height, width) per image (1)', 'img_shape')):
         swin(torch.zeros(1, 3, 64, 64), valid_hw)
 
 
@@ -133,9 +122,10 @@ def test_checkpoint_of_another_variant_lists_keys(tiny_checkpoint):
     # 'small' has 18 blocks in stage 3, softmax ones: keys missing and keys unexpected
     tiny_keys = set(torch.load(tiny_checkpoint, weights_only=True))
     small_keys = set(InLineSwin(arch='small').state_dict())
-    with raises(CheckpointError, 'does not fit this backbone', 'another variant',
-                f'missing ({len(small_keys - tiny_keys)})', f'unexpected ({len(tiny_keys - small_keys)})',
-                'stages.2.blocks.0.attn.w_msa.qkv.weight', 'stages.2.blocks.0.attn.qkv.weight'):
+    expected = msg('does not fit this backbone', 'another variant', f'missing ({len(small_keys - tiny_keys)})',
+                   f'unexpected ({len(tiny_keys - small_keys)})', 'stages.2.blocks.0.attn.w_msa.qkv.weight',
+                   'stages.2.blocks.0.attn.qkv.weight')
+    with pytest.raises(CheckpointError, match=expected):
         pretrained(arch='small', path=tiny_checkpoint)
 
 
@@ -144,13 +134,14 @@ def test_checkpoint_with_other_embed_dims_lists_shapes(tiny_checkpoint, tmp_path
     state = {'backbone.' + k: v for k, v in torch.load(tiny_checkpoint, weights_only=True).items()}
     path = tmp_path / 'detector.pth'
     torch.save({'meta': {}, 'state_dict': state}, path)
-    with raises(CheckpointError, 'shape mismatch (', 'patch_embed.proj.weight: checkpoint (96, 3, 4, 4) '
-                                 'vs model (48, 3, 4, 4)'):
+    expected = msg('shape mismatch (', 'patch_embed.proj.weight: checkpoint (96, 3, 4, 4) vs model (48, 3, 4, 4)')
+    with pytest.raises(CheckpointError, match=expected):
         pretrained(arch='tiny', embed_dims=48, path=path)
 
 
 def test_swin_checkpoint_into_pvt(tiny_checkpoint):
-    with raises(CheckpointError, 'InLinePVT', 'missing (', 'stages.0.pos_embed', 'unexpected ('):
+    with pytest.raises(CheckpointError, match=msg('InLinePVT', 'missing (', 'stages.0.pos_embed',
+                                                  'unexpected (')):
         pretrained(InLinePVT, path=tiny_checkpoint, depths=(1, 1, 1, 1))
 
 
@@ -158,8 +149,8 @@ def test_truncated_checkpoint(tiny_checkpoint, tmp_path):
     data = tiny_checkpoint.read_bytes()
     path = tmp_path / 'truncated.pth'
     path.write_bytes(data[:len(data) // 2])
-    with raises(CheckpointError, str(path), 'not a readable PyTorch checkpoint', 'truncated',
-                'download or save it again'):
+    with pytest.raises(CheckpointError, match=msg(str(path), 'not a readable PyTorch checkpoint', 'truncated',
+                                                  'download or save it again')):
         pretrained(path=path, arch='tiny')
 
 
@@ -176,29 +167,29 @@ def test_not_a_checkpoint(tmp_path, content, fragments):
         path.write_bytes(content)
     else:
         torch.save(content, path)
-    with raises(CheckpointError, *fragments):
+    with pytest.raises(CheckpointError, match=msg(*fragments)):
         pretrained(path=path, **dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8)))
 
 
 def test_missing_pretrained_path(tmp_path):
     path = tmp_path / 'nowhere' / 'inline_swin_t.pth'
-    with raises(FileNotFoundError, str(path), 'does not exist', 'init_cfg.checkpoint'):
+    with pytest.raises(FileNotFoundError, match=msg(str(path), 'does not exist', 'init_cfg.checkpoint')):
         pretrained(path=path, **dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8)))
 
 
 def test_pretrained_without_path():
-    with raises(ValueError, "init_cfg=dict(type='Pretrained') needs checkpoint=PATH"):
+    with pytest.raises(ValueError, match=msg("init_cfg=dict(type='Pretrained') needs checkpoint=PATH")):
         InLineSwin(init_cfg=dict(type='Pretrained'))
 
 
 def test_errors_surface_through_mmdet_registry(tmp_path):
     """What a user of a config sees: the same messages from MODELS.build / init_weights."""
     registry = pytest.importorskip('mmdet.registry')
-    with raises(ValueError, "unknown arch 'tiniest'"):
+    with pytest.raises(ValueError, match=msg("unknown arch 'tiniest'")):
         registry.MODELS.build(dict(type='InLineSwin', arch='tiniest'))
     model = registry.MODELS.build(dict(type='InLinePVT', depths=(1, 1, 1, 1), init_cfg=dict(
         type='Pretrained', checkpoint=str(tmp_path / 'missing.pth'))))
-    with raises(FileNotFoundError, 'missing.pth', 'does not exist'):
+    with pytest.raises(FileNotFoundError, match=msg('missing.pth', 'does not exist')):
         model.init_weights()
     assert not os.path.exists(tmp_path / 'missing.pth')
 
@@ -224,7 +215,7 @@ def test_init_cfg_list_runs_initialisers_and_the_strict_loader(tiny_checkpoint, 
     only_init.init_weights()
     assert torch.all(only_init.stages[1].blocks[0].norm2.weight == 3.0)
     bad = mini_swin(init_cfg=[dict(type='Pretrained', checkpoint=str(tiny_checkpoint))])
-    with raises(CheckpointError, 'does not fit this backbone'):
+    with pytest.raises(CheckpointError, match=msg('does not fit this backbone')):
         bad.init_weights()
 
 

@@ -109,7 +109,6 @@ def main(argv=None) -> None:
     parser.add_argument('--plain', action='store_true', help="mmengine's own CheckpointHook, no reseeding")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    sys.path.insert(0, ROOT)
     runner = build_runner(args.work_dir, args.resume, args.plain)
     if args.kill_after:
         from mmengine.hooks import Hook

@@ -2,18 +2,15 @@
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / 'tools'))
+from inline_dense.engine import launch
+from inline_dense.toy_data import TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade, make_toy_coco, read_stamp
 
-import _common  # noqa: E402
-from inline_dense.toy_data import (TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade,  # noqa: E402
-                                   make_toy_coco, read_stamp)
+ROOT = Path(__file__).resolve().parents[1]
 
 TOY = ROOT / 'configs' / 'toy'
 TOY_CONFIGS = {
@@ -151,8 +148,8 @@ def test_toy_datasets_generate_on_first_use(tmp_path):
 @pytest.mark.parametrize('name', sorted(TOY_CONFIGS))
 def test_toy_config_codebase_and_model(name):
     codebase, detector, backbone = TOY_CONFIGS[name]
-    cfg = _common.load_config(str(TOY / name))
-    assert _common.detect_codebase(cfg) == codebase
+    cfg = launch.load_config(str(TOY / name))
+    assert launch.detect_codebase(cfg) == codebase
     assert cfg.model.type == detector and cfg.model.backbone.type == backbone
     assert cfg.model.backbone.init_cfg is None
     assert 'inline_dense' in cfg.custom_imports.imports and not cfg.custom_imports.allow_failed_imports
@@ -163,16 +160,16 @@ def test_toy_config_codebase_and_model(name):
 def test_codebase_from_model_type_and_unknown(tmp_path):
     from mmengine.config import Config
     cfg = Config(dict(model=dict(type='EncoderDecoder')))
-    assert _common.detect_codebase(cfg) == 'mmseg'
+    assert launch.detect_codebase(cfg) == 'mmseg'
     cfg = Config(dict(model=dict(type='MaskRCNN')))
-    assert _common.detect_codebase(cfg) == 'mmdet'
+    assert launch.detect_codebase(cfg) == 'mmdet'
     with pytest.raises(ValueError, match='default_scope'):
-        _common.detect_codebase(Config(dict(model=dict(type='NoSuchModel'))))
+        launch.detect_codebase(Config(dict(model=dict(type='NoSuchModel'))))
 
 
 def test_missing_config_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match='does not exist'):
-        _common.load_config(str(tmp_path / 'nope.py'))
+        launch.load_config(str(tmp_path / 'nope.py'))
 
 
 # ---------------------------------------------------------------- options
@@ -229,10 +226,10 @@ def test_amp_float16_on_cpu_is_refused(monkeypatch):
 def test_amp_on_cpu_refuses_two_stage_detectors(monkeypatch):
     import mmengine.device
     monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
-    cfg = _common.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
+    cfg = launch.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
     with pytest.raises(ValueError, match='no bfloat16 version'):
         train_tool.enable_amp(cfg)
-    cfg = _common.load_config(str(TOY / 'retinanet_inline-pvt-mini_fpn_toy-coco.py'))
+    cfg = launch.load_config(str(TOY / 'retinanet_inline-pvt-mini_fpn_toy-coco.py'))
     train_tool.enable_amp(cfg)
     assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper'
 
@@ -240,7 +237,6 @@ def test_amp_on_cpu_refuses_two_stage_detectors(monkeypatch):
 def test_cpu_amp_wrapper_autocasts_to_bfloat16():
     import torch
     from mmengine.optim import build_optim_wrapper
-    _common.register_cpu_amp()
     model = torch.nn.Linear(4, 2)
     wrapper = build_optim_wrapper(model, dict(type='CpuAmpOptimWrapper', dtype='bfloat16',
                                               optimizer=dict(type='SGD', lr=0.1)))
@@ -257,28 +253,28 @@ def test_cpu_distributed_settings(monkeypatch):
     from mmengine.config import Config
     monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
     started = []
-    monkeypatch.setattr(_common, 'init_cpu_process_group', started.append)
+    monkeypatch.setattr(launch, 'init_cpu_process_group', started.append)
     model = dict(type='EncoderDecoder', decode_head=dict(norm_cfg=dict(type='SyncBN')),
                  auxiliary_head=[dict(norm_cfg=dict(type='SyncBN', requires_grad=True))])
     cfg = Config(dict(launcher='pytorch', model=model, env_cfg=dict(dist_cfg=dict(backend='nccl'))))
     with pytest.warns(UserWarning, match='SyncBN'):
-        _common.adapt_to_cpu(cfg)
+        launch.adapt_to_cpu(cfg)
     assert cfg.env_cfg.dist_cfg.backend == 'gloo'
     assert cfg.model_wrapper_cfg.device_ids is None
     assert cfg.model.decode_head.norm_cfg.type == 'BN' and cfg.model.auxiliary_head[0].norm_cfg.type == 'BN'
     assert started == [cfg.env_cfg.dist_cfg], 'the gloo process group is started before the Runner'
     single = Config(dict(launcher='none', model=model, env_cfg=dict(dist_cfg=dict(backend='nccl'))))
-    _common.adapt_to_cpu(single)
+    launch.adapt_to_cpu(single)
     assert single.env_cfg.dist_cfg.backend == 'nccl' and 'model_wrapper_cfg' not in single
     with pytest.raises(ValueError, match='torchrun'):
-        _common.adapt_to_cpu(Config(dict(launcher='slurm', model=model)))
+        launch.adapt_to_cpu(Config(dict(launcher='slurm', model=model)))
 
 
 def test_cpu_process_group_needs_torchrun_env(monkeypatch):
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(RuntimeError, match='dist_train.sh'):
-        _common.init_cpu_process_group({'backend': 'gloo'})
+        launch.init_cpu_process_group({'backend': 'gloo'})
 
 
 def test_dist_scripts_usage():

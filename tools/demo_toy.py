@@ -12,15 +12,12 @@ import argparse
 import logging
 import os
 import os.path as osp
-import sys
 import time
 from typing import List
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from inline_dense.engine.launch import REPO_ROOT, build_runner, load_config, setup_codebase
 
-from _common import ROOT, build_runner, load_config, setup_codebase  # noqa: E402
-
-DEFAULT_CONFIG = osp.join(ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
+DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -6,10 +6,8 @@
 """
 import argparse
 import os.path as osp
-import sys
 import time
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 
 def main(argv=None) -> None:
@@ -26,11 +24,7 @@ def main(argv=None) -> None:
     if args.root and args.which == 'all':
         parser.error('--root needs a single dataset: coco or ade')
 
-    try:
-        from inline_dense import toy_data
-    except ImportError:
-        sys.path.insert(0, ROOT)
-        from inline_dense import toy_data
+    from inline_dense import toy_data
 
     kwargs = {k: v for k, v in dict(num_train=args.num_train, num_val=args.num_val,
                                      image_size=args.image_size, seed=args.seed).items() if v is not None}

@@ -5,11 +5,8 @@
 """
 import argparse
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-
-from _common import (adapt_to_cpu, build_runner, default_work_dir, load_config,  # noqa: E402
+from inline_dense.engine.launch import (adapt_to_cpu, build_runner, default_work_dir, load_config,
                      set_local_rank, setup_codebase)
 
 

@@ -8,12 +8,9 @@ Whether the config is a detection or a segmentation one is read from its default
 """
 import argparse
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-
-from _common import (adapt_to_cpu, build_runner, default_work_dir, load_config,  # noqa: E402
-                     register_cpu_amp, set_local_rank, setup_codebase)
+from inline_dense.engine.launch import (adapt_to_cpu, build_runner, default_work_dir, load_config,
+                     set_local_rank, setup_codebase)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -56,7 +53,6 @@ def enable_amp(cfg) -> None:
             raise ValueError(f'--amp on CPU: {model.get("type")} proposes boxes with mmcv\'s NMS / RoIAlign, whose CPU '
                              f'kernels have no bfloat16 version. On CPU, --amp works for one-stage detectors '
                              f'(RetinaNet) and the segmentors; train this model without --amp, or with --amp on a GPU.')
-        register_cpu_amp()
         wrapper.type = 'CpuAmpOptimWrapper'
     else:
         wrapper.type = 'AmpOptimWrapper'

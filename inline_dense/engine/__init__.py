@@ -7,14 +7,18 @@ runners find them):
   does the same without a Runner);
 * ``AtomicCheckpointHook``: checkpoints and ``last_checkpoint`` written atomically;
 * ``DeterministicResumeHook``: a resumed run draws the same random numbers as an
-  uninterrupted one.
+  uninterrupted one;
+
+and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
+``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
 from .checkpointing import (AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint,
                             newest_complete_checkpoint)
 from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes,
                            padded_batch)
+from .cpu_amp import CpuAmpOptimWrapper
 from .randomness import DeterministicResumeHook, derived_seed
 
-__all__ = ['AtomicCheckpointHook', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
+__all__ = ['AtomicCheckpointHook', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']

@@ -3,22 +3,12 @@ telling MMDetection from MMSegmentation configs, and running on CPU-only machine
 import importlib
 import os
 import os.path as osp
-import sys
 import warnings
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# The checkout this package runs from (an editable install): configs/ and data/ are there.
+REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CODEBASES = ('mmdet', 'mmseg')
-
-
-def import_inline_dense() -> None:
-    """Imports inline_dense (registers the backbones, makes mmengine checkpoints loadable
-    under torch's weights_only loading), from this checkout when it is not installed."""
-    try:
-        importlib.import_module('inline_dense')
-    except ImportError:
-        sys.path.insert(0, ROOT)
-        importlib.import_module('inline_dense')
 
 
 def load_config(path: str, cfg_options: Optional[dict] = None):
@@ -61,7 +51,6 @@ def detect_codebase(cfg) -> str:
 
 def setup_codebase(cfg) -> str:
     """Registers all modules of the config's codebase, makes it the default scope, returns it."""
-    import_inline_dense()
     codebase = detect_codebase(cfg)
     importlib.import_module(f'{codebase}.utils').register_all_modules(init_default_scope=True)
     cfg.default_scope = codebase
@@ -152,30 +141,3 @@ def build_runner(cfg):
         return RUNNERS.build(cfg)
     return Runner.from_cfg(cfg)
 
-
-def register_cpu_amp() -> None:
-    """Registers ``CpuAmpOptimWrapper``: autocast to bfloat16 on CPU, without loss scaling.
-
-    mmengine's AmpOptimWrapper refuses to run without a GPU/NPU/MLU, and torch has no
-    float16 autocast on CPU, so ``--amp`` on a CPU-only machine uses this instead.
-    """
-    from contextlib import contextmanager
-
-    import torch
-    from mmengine.optim import OptimWrapper
-    from mmengine.registry import OPTIM_WRAPPERS
-
-    if 'CpuAmpOptimWrapper' in OPTIM_WRAPPERS.module_dict:
-        return
-
-    class CpuAmpOptimWrapper(OptimWrapper):
-        def __init__(self, dtype: str = 'bfloat16', **kwargs) -> None:
-            super().__init__(**kwargs)
-            self.cast_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-
-        @contextmanager
-        def optim_context(self, model):
-            with super().optim_context(model), torch.autocast('cpu', dtype=self.cast_dtype):
-                yield
-
-    OPTIM_WRAPPERS.register_module(name='CpuAmpOptimWrapper', module=CpuAmpOptimWrapper)

@@ -12,25 +12,17 @@ restarted before step k.
 Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` with ``randomness=dict(seed=S)``.
 """
 import hashlib
-import random
 
-import numpy as np
-import torch
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
+from mmengine.runner import set_random_seed
 
 
 def derived_seed(seed: int, kind: str, step: int, rank: int = 0) -> int:
     """A 32-bit seed from (seed, kind, step, rank); well mixed, stable across processes."""
     digest = hashlib.sha256(f'{seed}:{kind}:{step}:{rank}'.encode()).digest()
     return int.from_bytes(digest[:4], 'little')
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # also seeds every CUDA device
 
 
 class ReseedingIterator:
@@ -49,7 +41,7 @@ class ReseedingIterator:
         return self
 
     def __next__(self):
-        seed_everything(self.seed_of_fetch(self.fetched))
+        set_random_seed(self.seed_of_fetch(self.fetched))
         self.fetched += 1
         return next(self.iterator)
 
@@ -74,7 +66,7 @@ class DeterministicResumeHook(Hook):
         return derived_seed(int(runner.seed), kind, step, rank)
 
     def _reseed(self, runner, kind: str, step: int) -> None:
-        seed_everything(self._seed(runner, kind, step))
+        set_random_seed(self._seed(runner, kind, step))
 
     def before_train(self, runner) -> None:
         loop = runner.train_loop
