@@ -18,9 +18,9 @@ from mmengine.runner import Runner
 from torch import nn
 
 import inline_dense  # noqa: F401  (installs the allow-list)
-from inline_dense import safe_load
+from inline_dense.checkpoint import mmengine_types
 
-needs_new_torch = pytest.mark.skipif(not safe_load.needs_allow_list(torch.__version__),
+needs_new_torch = pytest.mark.skipif(not mmengine_types.needs_allow_list(torch.__version__),
                                      reason='torch < 2.6 does not default to weights_only=True')
 
 
@@ -261,15 +261,15 @@ def test_numpy1_module_paths_load(tmp_path):
 
 
 def test_allow_list_is_idempotent_and_narrow():
-    assert inline_dense.safe_load.allow_mmengine_checkpoint_types() == safe_load.needs_allow_list(torch.__version__)
+    assert inline_dense.checkpoint.mmengine_types.allow_mmengine_checkpoint_types() == mmengine_types.needs_allow_list(torch.__version__)
     before = set(torch.serialization.get_safe_globals())
-    safe_load.allow_mmengine_checkpoint_types()
+    mmengine_types.allow_mmengine_checkpoint_types()
     assert set(torch.serialization.get_safe_globals()) == before
     names = {entry[1] if isinstance(entry, tuple) else f'{entry.__module__}.{entry.__qualname__}'
-             for entry in safe_load.mmengine_safe_globals()}
+             for entry in mmengine_types.mmengine_safe_globals()}
     assert not any(n.startswith(('os.', 'posix.', 'subprocess.', 'sys.')) for n in names)
     assert not {'builtins.eval', 'builtins.exec', 'builtins.__import__', 'builtins.open'} & names
-    getattr_entry = [e for e in safe_load.mmengine_safe_globals() if isinstance(e, tuple)
+    getattr_entry = [e for e in mmengine_types.mmengine_safe_globals() if isinstance(e, tuple)
                      and e[1] == 'builtins.getattr']
     assert getattr_entry and getattr_entry[0][0] is not getattr
 
@@ -278,4 +278,4 @@ def test_allow_list_is_idempotent_and_narrow():
     ('2.1.2', False), ('2.5.1+cpu', False), ('2.6.0', True), ('2.6.0a0+git1234', True),
     ('2.14.1', True), ('3.0.0', True)])
 def test_needs_allow_list_only_from_torch_2_6(version, expected):
-    assert safe_load.needs_allow_list(version) is expected
+    assert mmengine_types.needs_allow_list(version) is expected

@@ -2,6 +2,7 @@
 """Convert an authors' InLine ImageNet checkpoint into a backbone checkpoint, once.
 
     python tools/convert_checkpoint.py inline_swin_t.pth checkpoints/inline_swin_t_backbone.pth
+    python tools/convert_checkpoint.py inline://inline_swin_t checkpoints/inline_swin_t_backbone.pth
 
 The result loads through ``init_cfg=dict(type='Pretrained', checkpoint=...)`` exactly
 like the original file (which loads directly too; converting only saves the work
@@ -18,14 +19,19 @@ from inline_dense.checkpoint.convert import convert_file  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...})")
+    parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...}): a path, "
+                                    "inline://<variant> or an http(s) URL")
     parser.add_argument('dst', help='where to write the backbone checkpoint')
-    parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT'])
+    parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT', 'InLineCSwin'])
+    parser.add_argument('--weights', default='auto', choices=['auto', 'model', 'ema'],
+                        help="which weights to keep: 'auto' = the EMA weights if the file has them "
+                             "(state_dict_ema / model_ema), else the model's")
     parser.add_argument('--trusted', action='store_true',
-                        help='the source holds pickled Python objects besides tensors (e.g. a training '
-                             'config) and comes from a source you trust: unpickle it fully, this once')
+                        help='unpickle the source fully (runs code the file names), for a file from a '
+                             'source you trust that is refused otherwise; not needed for training '
+                             'configs or optimizer state, which load as plain data')
     args = parser.parse_args()
-    name, kept, dropped = convert_file(args.src, args.dst, args.backbone, args.trusted)
+    name, kept, dropped = convert_file(args.src, args.dst, args.backbone, args.trusted, args.weights)
     print(f'{name}: wrote {kept} tensors to {args.dst} (dropped {dropped}: classification head, '
           f'derived buffers)')
 

@@ -1,12 +1,15 @@
-"""Reading checkpoints into an InLine backbone, strictly and with a clear report."""
+"""Reading checkpoints (safely) into an InLine backbone, strictly and with a clear report."""
 import os
 import pickle
 import zipfile
-from typing import Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import torch
 from mmengine.logging import print_log
 from torch import nn
+
+from . import safe_unpickle
+from .sources import resolve
 
 StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -17,32 +20,61 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read, or does not fit the backbone."""
 
 
-def read_checkpoint(path: str, trusted: bool = False) -> Mapping:
-    """``torch.load`` with ``weights_only=True`` and errors that say what to do.
+# Where the weights sit in a checkpoint dict, tried in this order.
+MODEL_KEYS = ('state_dict', 'model')         # mmengine / the authors' training code
+EMA_KEYS = ('state_dict_ema', 'model_ema')   # EMA weights (timm / the authors' CSwin files)
+WEIGHTS_CHOICES = ('auto', 'model', 'ema')
 
-    ``trusted=True`` unpickles arbitrary objects: only for a file from a source you
-    trust, and only through ``tools/convert_checkpoint.py --trusted`` (one file, once).
+
+def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu') -> Mapping:
+    """Reads a local checkpoint file without running code from it.
+
+    First ``torch.load(weights_only=True)``; a file that also pickles other objects (a yacs
+    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) is then read by
+    ``safe_unpickle.load``: its tensors as usual, those objects as inert ``PickledObject`` data.
+    A pickle that names or calls anything outside the allow-list (``os.system``, ``eval``,
+    ``subprocess`` ...) raises ``CheckpointError`` and nothing of it runs.
+    ``trusted=True`` unpickles arbitrary objects (``tools/convert_checkpoint.py --trusted``, for a
+    file from a source you trust that is refused otherwise).
     """
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
-            f'Download the authors\' ImageNet checkpoint for this variant (table in checkpoints/README.md) '
-            f'and save it there, point init_cfg.checkpoint at it (e.g. --cfg-options '
-            f'model.backbone.init_cfg.checkpoint=PATH), or train from scratch with '
-            f'--cfg-options model.backbone.init_cfg=None.')
+            f'Use a short name (init_cfg.checkpoint=\'inline://inline_swin_t\', downloaded on first use), '
+            f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
+            f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH), or '
+            f'train from scratch with --cfg-options model.backbone.init_cfg=None.')
+    if trusted:
+        try:
+            return torch.load(path, map_location=map_location, weights_only=False)
+        except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, pickle.UnpicklingError) as exc:
+            raise _unreadable(path, exc) from exc
     try:
-        return torch.load(path, map_location='cpu', weights_only=not trusted)
-    except pickle.UnpicklingError as exc:
-        if 'Unsupported global' in str(exc) or 'GLOBAL' in str(exc):
-            raise CheckpointError(
-                f'{path!r} holds Python objects besides tensors (e.g. a training config), which '
-                f'weights_only loading refuses ({str(exc).splitlines()[0][:200]}). If you trust the file, '
-                f'extract its weights once: python tools/convert_checkpoint.py --trusted {path} '
-                f'OUT.pth, then use OUT.pth.') from exc
-        raise _unreadable(path, exc) from exc
+        safe_unpickle.refuse_torchscript(path)
+    except (safe_unpickle.RefusedPickle, zipfile.BadZipFile, OSError) as exc:
+        raise CheckpointError(f'refusing to load {path!r}: {exc}.') from exc
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        pass  # objects besides tensors: read them as data below
     except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError) as exc:
         raise _unreadable(path, exc) from exc
+    try:
+        obj, kept = safe_unpickle.load(path, map_location)
+    except safe_unpickle.RefusedPickle as exc:
+        raise CheckpointError(
+            f'refusing to load {path!r}: {exc}. Unpickling it normally would run code the file names; '
+            f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
+            f'Only if you wrote the file yourself and know why it does this: python '
+            f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
+    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, TypeError, AttributeError,
+            IndexError, pickle.UnpicklingError) as exc:
+        raise _unreadable(path, exc) from exc
+    if kept:
+        print_log(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
+                  f'code run: {", ".join(kept[:8])}{" ..." if len(kept) > 8 else ""}', logger='current')
+    return obj
 
 
 def _unreadable(path: str, exc: Exception) -> CheckpointError:
@@ -52,15 +84,37 @@ def _unreadable(path: str, exc: Exception) -> CheckpointError:
         f'download or save it again.')
 
 
-def state_dict_of(obj: Mapping, source: str = 'checkpoint') -> StateDict:
-    """The backbone weights inside an authors' file (``model``), an mmengine checkpoint
-    (``state_dict``, keys with or without ``backbone.``) or a bare state dict."""
+def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> Tuple[Mapping, str]:
+    """The weights mapping inside ``obj`` and which one it is.
+
+    ``weights``: ``'auto'`` (EMA weights if the file has them, else the model's), ``'model'``,
+    ``'ema'`` (an error if the file holds none). Returns (mapping, a label for the log:
+    ``"EMA weights ('state_dict_ema')"``, ``"model weights ('model')"``, ``'model weights (bare state dict)'``).
+    """
+    if weights not in WEIGHTS_CHOICES:
+        raise ValueError(f"weights={weights!r}: use one of {list(WEIGHTS_CHOICES)} ('auto': EMA if present).")
     if not isinstance(obj, Mapping):
         raise CheckpointError(f'{source} holds a {type(obj).__name__}, not a checkpoint dict.')
-    for key in ('state_dict', 'model'):
-        if isinstance(obj.get(key), Mapping):
-            obj = obj[key]
-            break
+    ema = next((k for k in EMA_KEYS if isinstance(obj.get(k), Mapping)), None)
+    model = next((k for k in MODEL_KEYS if isinstance(obj.get(k), Mapping)), None)
+    if weights == 'ema' and ema is None:
+        raise CheckpointError(f"{source} has no EMA weights (looked for {list(EMA_KEYS)}; top-level keys: "
+                              f"{sorted(map(str, obj))[:10]}); use weights='model' or 'auto'.")
+    if ema is not None and weights in ('auto', 'ema'):
+        return obj[ema], f'EMA weights ({ema!r})'
+    if model is not None:
+        return obj[model], f'model weights ({model!r})'
+    return obj, 'model weights (bare state dict)'
+
+
+def state_dict_of(obj: Mapping, source: str = 'checkpoint', weights: str = 'auto') -> StateDict:
+    """The backbone weights inside an authors' file (``model``, and ``state_dict_ema`` /
+    ``model_ema`` for EMA weights, chosen by ``weights``), an mmengine checkpoint (``state_dict``,
+    keys with or without ``backbone.``) or a bare state dict."""
+    return _tensors(select_weights(obj, weights, source)[0], source)
+
+
+def _tensors(obj: Mapping, source: str) -> StateDict:
     state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in obj.items()}
     if any(k.startswith('backbone.') for k in state):
         state = {k[len('backbone.'):]: v for k, v in state.items() if k.startswith('backbone.')}
@@ -80,13 +134,21 @@ def compare(model_state: Mapping[str, torch.Tensor], state: StateDict) -> Tuple[
     return missing, unexpected, mismatched
 
 
-def load_pretrained(model: nn.Module, path: str) -> List[str]:
-    """Loads ``path`` into ``model`` (an InLine backbone) after converting the authors' layout.
+def load_pretrained(model: nn.Module, checkpoint: str, weights: Optional[str] = None) -> List[str]:
+    """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
+    ``checkpoint``: ``inline://<variant>``, an http(s) URL (both resolved to a local file, downloaded
+    into the cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' |
+    'ema' (see ``select_weights``); None reads ``model.init_cfg['weights']`` (default 'auto').
     Raises ``CheckpointError`` naming every missing, unexpected or shape-mismatched key;
     returns the keys dropped as unused for dense prediction (logged in one line).
     """
-    state, dropped = model.convert_pretrained(state_dict_of(read_checkpoint(path), repr(path)))
+    if weights is None:
+        cfg = getattr(model, 'init_cfg', None)
+        weights = cfg.get('weights', 'auto') if isinstance(cfg, Mapping) else 'auto'
+    path = resolve(checkpoint)
+    chosen, which = select_weights(read_checkpoint(path), weights, repr(path))
+    state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
     model_state = model.state_dict()
     missing, unexpected, mismatched = compare(model_state, state)
     if missing or unexpected or mismatched:
@@ -102,7 +164,8 @@ def load_pretrained(model: nn.Module, path: str) -> List[str]:
     model.load_state_dict(usable, strict=False)
     dropped = dropped + unused
     fresh = [k for k in model_state if k not in usable]
-    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors from {path}; dropped {len(dropped)} '
+    origin = path if path == checkpoint else f'{checkpoint} ({path})'
+    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; dropped {len(dropped)} '
               f'unused by dense prediction ({_summary(dropped)}); newly initialised: {_summary(fresh)}',
               logger='current')
     return dropped

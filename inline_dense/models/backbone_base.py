@@ -8,7 +8,7 @@ into stage i) and ``convert_pretrained`` (the authors' checkpoint layout -> its 
 """
 import inspect
 import math
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 from mmengine.model import BaseModule
@@ -17,8 +17,8 @@ from torch import nn
 
 from ..typing import HW, StateDict
 from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .inline_attention import IMPLS, KERNELS, check_heads
-from .layers import run_blocks
+from .inline_attention import IMPLS, KERNELS, InLineAttention, check_heads
+from .layers import TransformerBlock, run_blocks
 
 InitCfg = Union[dict, List[dict], None]
 
@@ -96,6 +96,23 @@ class InLineBackboneBase(BaseModule):
         rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
         self.strides: Tuple[int, ...] = ()
+
+    def build_blocks(self, stage: int, softmax: Callable[[int], nn.Module], *, mlp_ratio: float, norm_eps: float,
+                     with_cp: bool, qkv_bias: bool, attn_drop: float, proj_drop: float,
+                     lepe: bool = False, residual_from_input: bool = False) -> List[TransformerBlock]:
+        """The blocks of ``stage`` by ``attn_kinds``: the one InLine attention for 'I' blocks (with
+        LePE and a residual filter predicted from the block input, if asked), ``softmax(j)`` for
+        the 'S' block j."""
+        dims, blocks = self.embed_dims[stage], []
+        for j, kind in enumerate(self.attn_kinds[stage]):
+            if kind == 'I':
+                attn = InLineAttention(dims, self.num_heads[stage], qkv_bias, self.kernel, attn_drop, proj_drop,
+                                       impl=self.attn_impl, lepe=lepe)
+            else:
+                attn = softmax(j)
+            blocks.append(TransformerBlock(dims, attn, mlp_ratio, norm_eps, self.block_drop_path[stage][j], with_cp,
+                                           residual_from_input=residual_from_input and kind == 'I'))
+        return blocks
 
     # ------------------------------------------------------------------ forward
     @property
@@ -205,7 +222,7 @@ class InLineBackboneBase(BaseModule):
                 super().init_weights()
             finally:
                 self.init_cfg = saved
-        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'path'}
+        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint'}
         for entry in pretrained:
             extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}
             unknown = sorted(set(extra) - options)
@@ -219,14 +236,6 @@ class InLineBackboneBase(BaseModule):
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
         """Authors' (or our own) layout -> this backbone's keys, plus the keys dropped."""
         raise NotImplementedError
-
-
-def build_inline_attention(backbone: InLineBackboneBase, stage: int, qkv_bias: bool, attn_drop: float,
-                           proj_drop: float, **kwargs: Any) -> nn.Module:
-    """The one InLine attention, with the backbone's kernel and implementation choice."""
-    from .inline_attention import InLineAttention
-    return InLineAttention(backbone.embed_dims[stage], backbone.num_heads[stage], qkv_bias, backbone.kernel,
-                           attn_drop, proj_drop, impl=backbone.attn_impl, **kwargs)
 
 
 def valid_grid_sizes(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ..typing import HW, StateDict
-from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention
+from .backbone_base import InitCfg, InLineBackboneBase
 from .cswin_attention import CSwinStripeAttention
 from .layers import TransformerBlock, pad_to_multiple
 
@@ -82,20 +82,17 @@ class InLineCSwin(InLineBackboneBase):
         self.strides = tuple(4 * 2 ** i for i in range(n))
         self.stem = ConvDownsample(in_channels, dims[0], 7, 4, 2)
         self.stages = nn.ModuleList()
-        for i, stage_kinds in enumerate(self.attn_kinds):
+        for i in range(n):
             merge = ConvDownsample(dims[i - 1], dims[i], 3, 2, 1) if i > 0 else None
-            blocks = []
-            for j, kind in enumerate(stage_kinds):
-                if kind == 'I':
-                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate, lepe=True)
-                else:
-                    try:
-                        attn = CSwinStripeAttention(dims[i], self.num_heads[i], splits[i], 1 if i == n - 1 else 2,
-                                                    qkv_bias, attn_drop_rate, drop_rate)
-                    except ValueError as exc:
-                        raise ValueError(f'{type(self).__name__} stage {i}: {exc}') from None
-                blocks.append(TransformerBlock(dims[i], attn, mlp_ratio, 1e-5, self.block_drop_path[i][j], with_cp,
-                                               residual_from_input=kind == 'I'))
+            def stripe_attention(j: int, i: int = i) -> nn.Module:
+                try:
+                    return CSwinStripeAttention(dims[i], self.num_heads[i], splits[i], 1 if i == n - 1 else 2,
+                                                qkv_bias, attn_drop_rate, drop_rate)
+                except ValueError as exc:
+                    raise ValueError(f'{type(self).__name__} stage {i}: {exc}') from None
+            blocks = self.build_blocks(i, stripe_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
+                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate,
+                                       lepe=True, residual_from_input=True)
             self.stages.append(CSwinStage(merge, blocks))
         self._freeze()
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..typing import HW, StateDict
 from .arch import to_2tuple_size
-from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention, valid_grid_sizes
+from .backbone_base import InitCfg, InLineBackboneBase, valid_grid_sizes
 from .layers import TransformerBlock, pad_to_multiple
 from .sr_attention import SRAttention
 
@@ -113,14 +113,11 @@ class InLinePVT(InLineBackboneBase):
 
         in_dims = in_channels
         self.stages = nn.ModuleList()
-        for i, stage_kinds in enumerate(self.attn_kinds):
-            blocks = []
-            for j, kind in enumerate(stage_kinds):
-                if kind == 'I':
-                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate)
-                else:
-                    attn = SRAttention(dims[i], self.num_heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
-                blocks.append(TransformerBlock(dims[i], attn, mlp_ratios[i], 1e-6, self.block_drop_path[i][j], with_cp))
+        for i in range(len(self.depths)):
+            def sr_attention(j: int, i: int = i) -> nn.Module:
+                return SRAttention(dims[i], self.num_heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
+            blocks = self.build_blocks(i, sr_attention, mlp_ratio=mlp_ratios[i], norm_eps=1e-6, with_cp=with_cp,
+                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
             pos_hw = (pretrain_hw[0] // self.strides[i], pretrain_hw[1] // self.strides[i])
             self.stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
             in_dims = dims[i]

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW, StateDict
-from .backbone_base import InitCfg, InLineBackboneBase, build_inline_attention
+from .backbone_base import InitCfg, InLineBackboneBase
 from .layers import TransformerBlock, pad_to_multiple
 from .window_attention import ShiftWindowMSA
 
@@ -92,15 +92,12 @@ class InLineSwin(InLineBackboneBase):
         self.drop_after_pos = nn.Dropout(drop_rate)
         self.stages = nn.ModuleList()
 
-        for i, stage_kinds in enumerate(self.attn_kinds):
-            blocks = []
-            for j, kind in enumerate(stage_kinds):
-                if kind == 'I':
-                    attn = build_inline_attention(self, i, qkv_bias, attn_drop_rate, drop_rate)
-                else:
-                    attn = ShiftWindowMSA(dims[i], self.num_heads[i], window_size, shift=j % 2 == 1,
-                                          qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-                blocks.append(TransformerBlock(dims[i], attn, mlp_ratio, 1e-5, self.block_drop_path[i][j], with_cp))
+        for i in range(n):
+            def window_attention(j: int, i: int = i) -> nn.Module:
+                return ShiftWindowMSA(dims[i], self.num_heads[i], window_size, shift=j % 2 == 1, qkv_bias=qkv_bias,
+                                      attn_drop=attn_drop_rate, proj_drop=drop_rate)
+            blocks = self.build_blocks(i, window_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
+                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
             down = PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None
             self.stages.append(SwinStage(blocks, down))
         self._freeze()

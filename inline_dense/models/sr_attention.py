@@ -1,5 +1,5 @@
 """Softmax attention with spatial reduction of keys/values (PVT's 'S' stages)."""
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F

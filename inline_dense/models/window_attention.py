@@ -7,7 +7,7 @@ masked out), and crop back. A grid that fits inside one window is attended as
 a single window of its own size, without shift, as the authors' Swin does.
 """
 from functools import lru_cache
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 import torch.nn.functional as F

@@ -1,0 +1,137 @@
+"""Running a trained model on your own pictures: mmdet's ``DetInferencer`` and mmseg's
+``MMSegInferencer`` with the configs here.
+
+- Every toy config: a checkpoint written by ``tools/train.py`` (one iteration on a tiny toy set),
+  then the inferencer on a toy picture and on a picture of another size (PNG), writing the
+  visualisation and the prediction files.
+- The COCO / ADE20K configs (slow): the model the config builds, saved in the Runner's checkpoint
+  layout (``state_dict`` + ``meta.dataset_meta``; training needs the real data), then the inferencer
+  on a picture. By default the tiny variant of every model / backbone family / schedule (the other
+  sizes differ only in the backbone's arch, which tests/test_configs.py builds and runs);
+  ``INLINE_DENSE_ALL_CONFIGS=1`` runs all of them (about 20 s each on a busy 2-core CPU).
+"""
+import os
+from pathlib import Path
+from typing import List
+
+import numpy as np
+import pytest
+import torch
+
+import inline_dense  # noqa: F401
+from inline_dense.toy_data import make_toy_ade, make_toy_coco
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY_CONFIGS = sorted((ROOT / 'configs' / 'toy').glob('*.py'))
+REAL_CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*/*.py') if p.parent.name not in ('toy', '_base_')
+                      and (os.environ.get('INLINE_DENSE_ALL_CONFIGS') == '1' or '-t_' in p.name))
+
+
+def load_tool(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def quick_options(max_iters: int) -> List[str]:
+    opts = [f'train_cfg.max_iters={max_iters}', 'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
+            'train_dataloader.batch_size=2', 'default_hooks.checkpoint.interval=1', 'randomness.seed=0']
+    return opts + [f'{d}.{k}' for d in ('train_dataloader', 'test_dataloader')
+                   for k in ('num_workers=0', 'persistent_workers=False')]
+
+
+def task_of(config: Path) -> str:
+    from mmengine.config import Config
+    return Config.fromfile(str(config), import_custom_modules=False).get('default_scope', 'mmdet')
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope='module')
+def toy_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp('inferencers')
+    small = dict(num_train=4, num_val=2, image_size=64)
+    make_toy_coco(str(base / 'data' / 'toy_coco'), **small)
+    make_toy_ade(str(base / 'data' / 'toy_ade'), **small)
+    return base
+
+
+def own_picture(path: Path, height: int = 90, width: int = 140) -> str:
+    """A picture of a size the model never saw: a red disc and a green square on grey, as PNG."""
+    import cv2
+    img = np.full((height, width, 3), 110, np.uint8)
+    cv2.circle(img, (40, 45), 22, (0, 0, 230), -1)  # BGR
+    cv2.rectangle(img, (80, 20), (125, 65), (0, 200, 0), -1)
+    cv2.imwrite(str(path), img)
+    return str(path)
+
+
+def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path) -> list:
+    """Runs the task's inferencer; checks its predictions and the files it writes."""
+    if task_of(config) == 'mmseg':
+        from mmseg.apis import MMSegInferencer
+        inferencer = MMSegInferencer(model=str(config), weights=weights, device='cpu')
+    else:
+        from mmdet.apis import DetInferencer
+        inferencer = DetInferencer(model=str(config), weights=weights, device='cpu', show_progress=False)
+    results = inferencer(images, out_dir=str(out_dir), return_vis=True)
+    predictions, visualization = results['predictions'], results['visualization']
+    if len(images) == 1 and task_of(config) == 'mmseg':  # MMSegInferencer unwraps a single result
+        predictions, visualization = [predictions], [visualization]
+    assert len(predictions) == len(images) and len(visualization) == len(images)
+    import cv2
+    for image, pred, vis in zip(images, predictions, visualization):
+        height, width = cv2.imread(image).shape[:2]
+        assert vis.shape[:2] == (height, width)
+        if task_of(config) == 'mmseg':
+            mask = np.asarray(pred)
+            assert mask.shape == (height, width)
+        else:
+            assert {'labels', 'scores', 'bboxes'} <= set(pred)
+            assert len(pred['labels']) == len(pred['scores']) == len(pred['bboxes'])
+    written = sorted(p.name for p in (out_dir / 'vis').iterdir())
+    assert written == sorted(Path(i).name for i in images), written
+    return predictions
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('config', TOY_CONFIGS, ids=lambda p: p.name)
+def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(toy_dir)
+    work = tmp_path / 'work'
+    load_tool('train').main([str(config), '--work-dir', str(work), '--cfg-options', *quick_options(1)])
+    weights = work / 'iter_1.pth'
+    assert weights.is_file()
+    sub = 'toy_ade/images/validation' if task_of(config) == 'mmseg' else 'toy_coco/val2017'
+    toy_image = str(sorted((toy_dir / 'data' / sub).glob('*.jpg'))[0])
+    images = [toy_image, own_picture(tmp_path / 'my_picture.png')]
+    run_inferencer(config, str(weights), images, tmp_path / 'out')
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('config', REAL_CONFIGS, ids=lambda p: p.name)
+def test_every_config_with_a_runner_layout_checkpoint(config, tmp_path):
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    cfg = Config.fromfile(str(config))
+    scope = cfg.get('default_scope', 'mmdet')
+    init_default_scope(scope)
+    if scope == 'mmseg':
+        from mmseg.registry import DATASETS, MODELS
+    else:
+        from mmdet.registry import DATASETS, MODELS
+    model = MODELS.build(cfg.model)  # no init_weights: the pretrained backbone is not needed here
+    dataset_cls = DATASETS.get(cfg.test_dataloader.dataset.type)
+    meta = {'dataset_meta': dict(dataset_cls.METAINFO), 'experiment_name': config.stem}
+    weights = tmp_path / 'iter_1.pth'
+    torch.save({'meta': meta, 'state_dict': model.state_dict()}, weights)
+    del model
+    run_inferencer(config, str(weights), [own_picture(tmp_path / 'my_picture.png', 120, 160)], tmp_path / 'out')
