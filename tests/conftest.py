@@ -75,3 +75,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     explicit = any('kind' in str(m.args[0]) for m in metafunc.definition.iter_markers('parametrize'))
     if 'kind' in metafunc.fixturenames and not explicit:
         metafunc.parametrize('kind', TINY_KINDS)
+
+
+# Fewer blocks per stage (same widths) for building whole detectors / segmentors fast; Swin keeps
+# 3 blocks in stage 3 for InLine-Swin-B's mixed stage ('IIMS2').
+SHRUNK_DEPTHS = {'InLineSwin': (1, 1, 3, 1), 'InLinePVT': (1, 1, 1, 1), 'InLineCSwin': (1, 1, 1, 1)}
+
+
+def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:
+    """An mmengine Config whose InLine backbone has ``SHRUNK_DEPTHS``; no pretrained file
+    unless ``keep_init``."""
+    cfg.model.backbone.depths = SHRUNK_DEPTHS[cfg.model.backbone.type]
+    if not keep_init:
+        cfg.model.backbone.init_cfg = None
+    return cfg

@@ -4,13 +4,12 @@
 - Every toy config: a checkpoint written by ``tools/train.py`` (one iteration on a tiny toy set),
   then the inferencer on a toy picture and on a picture of another size (PNG), writing the
   visualisation and the prediction files.
-- The COCO / ADE20K configs (slow): the model the config builds, saved in the Runner's checkpoint
-  layout (``state_dict`` + ``meta.dataset_meta``; training needs the real data), then the inferencer
-  on a picture. By default the tiny variant of every model / backbone family / schedule (the other
-  sizes differ only in the backbone's arch, which tests/test_configs.py builds and runs);
-  ``INLINE_DENSE_ALL_CONFIGS=1`` runs all of them (about 20 s each on a busy 2-core CPU).
+- Every COCO / ADE20K config (slow): the model the config builds, with fewer blocks per stage
+  (the pipeline, heads and dataset meta are what the inferencer exercises), saved in the Runner's
+  checkpoint layout (``state_dict`` + ``meta.dataset_meta``; training needs the real data), then the
+  inferencer on a picture.
 """
-import os
+import functools
 from pathlib import Path
 from typing import List
 
@@ -19,20 +18,13 @@ import pytest
 import torch
 
 import inline_dense  # noqa: F401
+from conftest import shrink_backbone
 from inline_dense.toy_data import make_toy_ade, make_toy_coco
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY_CONFIGS = sorted((ROOT / 'configs' / 'toy').glob('*.py'))
-REAL_CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*/*.py') if p.parent.name not in ('toy', '_base_')
-                      and (os.environ.get('INLINE_DENSE_ALL_CONFIGS') == '1' or '-t_' in p.name))
-
-
-def load_tool(name: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+REAL_CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*/*.py') if p.parent.name not in ('toy', '_base_'))
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def quick_options(max_iters: int) -> List[str]:
@@ -42,17 +34,10 @@ def quick_options(max_iters: int) -> List[str]:
                    for k in ('num_workers=0', 'persistent_workers=False')]
 
 
+@functools.lru_cache(maxsize=None)
 def task_of(config: Path) -> str:
     from mmengine.config import Config
     return Config.fromfile(str(config), import_custom_modules=False).get('default_scope', 'mmdet')
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope='module')
@@ -74,14 +59,16 @@ def own_picture(path: Path, height: int = 90, width: int = 140) -> str:
     return str(path)
 
 
-def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path) -> list:
-    """Runs the task's inferencer; checks its predictions and the files it writes."""
+def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path, model_cfg=None) -> list:
+    """Runs the task's inferencer (on ``model_cfg`` if given, else the config file); checks its
+    predictions and the files it writes."""
+    model = model_cfg if model_cfg is not None else str(config)
     if task_of(config) == 'mmseg':
         from mmseg.apis import MMSegInferencer
-        inferencer = MMSegInferencer(model=str(config), weights=weights, device='cpu')
+        inferencer = MMSegInferencer(model=model, weights=weights, device='cpu')
     else:
         from mmdet.apis import DetInferencer
-        inferencer = DetInferencer(model=str(config), weights=weights, device='cpu', show_progress=False)
+        inferencer = DetInferencer(model=model, weights=weights, device='cpu', show_progress=False)
     results = inferencer(images, out_dir=str(out_dir), return_vis=True)
     predictions, visualization = results['predictions'], results['visualization']
     if len(images) == 1 and task_of(config) == 'mmseg':  # MMSegInferencer unwraps a single result
@@ -104,7 +91,7 @@ def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path)
 
 @pytest.mark.slow
 @pytest.mark.parametrize('config', TOY_CONFIGS, ids=lambda p: p.name)
-def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkeypatch):
+def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkeypatch, load_tool):
     monkeypatch.chdir(toy_dir)
     work = tmp_path / 'work'
     load_tool('train').main([str(config), '--work-dir', str(work), '--cfg-options', *quick_options(1)])
@@ -121,7 +108,7 @@ def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkey
 def test_every_config_with_a_runner_layout_checkpoint(config, tmp_path):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
-    cfg = Config.fromfile(str(config))
+    cfg = shrink_backbone(Config.fromfile(str(config)))
     scope = cfg.get('default_scope', 'mmdet')
     init_default_scope(scope)
     if scope == 'mmseg':
@@ -134,4 +121,5 @@ def test_every_config_with_a_runner_layout_checkpoint(config, tmp_path):
     weights = tmp_path / 'iter_1.pth'
     torch.save({'meta': meta, 'state_dict': model.state_dict()}, weights)
     del model
-    run_inferencer(config, str(weights), [own_picture(tmp_path / 'my_picture.png', 120, 160)], tmp_path / 'out')
+    run_inferencer(config, str(weights), [own_picture(tmp_path / 'my_picture.png', 120, 160)], tmp_path / 'out',
+                   model_cfg=cfg)

@@ -33,7 +33,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--models', nargs='+', default=None,
                    help=f'backbones by name (default {" ".join(zoo.DEFAULT_MODELS)}); inline-swin-{{t,s,b}}, '
-                        'inline-cswin-t, inline-pvt-{t,s,m,l} and mmdet\'s swin-*, pvt-*')
+                        'inline-cswin-{t,s,b}, inline-pvt-{t,s,m,l} and mmdet\'s swin-*, pvt-*')
     p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
     p.add_argument('--resolutions', nargs='+', type=parse_hw, default=None,
                    help=f'HxW input sizes (default {" ".join(jobs.DEFAULT_RESOLUTIONS)})')

@@ -20,8 +20,7 @@ from inline_dense.analysis.jobs import parse_hw
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--models', nargs='+', default=None,
-                   help=f'backbone names, as in tools/benchmark.py (default {" ".join(zoo.DEFAULT_MODELS)}; '
-                        'inline-cswin-t too)')
+                   help=f'backbone names, as in tools/benchmark.py (default {" ".join(zoo.DEFAULT_MODELS)})')
     p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
     p.add_argument('--shapes', nargs='+', type=parse_hw, default=[(224, 224), (800, 1216)], help='HxW inputs')
     p.add_argument('--executed', action='store_true',

@@ -1,6 +1,6 @@
 """The models the benchmark and the FLOP counter know by name, and whole models from configs.
 
-Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-t``, ``inline-pvt-{t,s,m,l}`` are ours;
+Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,m,l}`` are ours;
 ``swin-*`` / ``pvt-*`` are mmdet's softmax ``SwinTransformer`` (window 7) and
 ``PyramidVisionTransformer``. A config path gives a whole mmdet/mmseg model
 (:class:`ConfigModel`), labelled by the config's file name without extension.
@@ -12,13 +12,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t')
+DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
 
 SWIN = {'t': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
         's': dict(embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24)),
         'b': dict(embed_dims=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32))}
 PVT_LAYERS = {'t': (2, 2, 2, 2), 's': (3, 4, 6, 3), 'm': (3, 4, 18, 3), 'l': (3, 8, 27, 3)}
-CSWIN_SIZES = ('t',)
+CSWIN_SIZES = ('t', 's', 'b')
 INLINE_ARCH = {'t': 'tiny', 's': 'small', 'b': 'base', 'm': 'medium', 'l': 'large'}
 
 
@@ -28,11 +28,8 @@ def _inline_swin(size: str) -> nn.Module:
 
 
 def _inline_cswin(size: str) -> nn.Module:
-    import inline_dense.models as models
-    if not hasattr(models, 'InLineCSwin'):
-        raise ImportError('inline-cswin-*: this checkout of inline_dense.models has no InLineCSwin '
-                          '(inline_dense/models/inline_cswin.py); update it or pick another model.')
-    return models.InLineCSwin(arch=INLINE_ARCH[size])
+    from inline_dense.models import InLineCSwin
+    return InLineCSwin(INLINE_ARCH[size], drop_path_rate=0.1)
 
 
 def _inline_pvt(size: str) -> nn.Module:
