@@ -1,5 +1,6 @@
 """The COCO / ADE20K configs: each loads, builds, runs a test-mode forward on CPU and
-carries its recipe; the per-variant checkpoint paths and their command-line override.
+carries its recipe; the per-variant checkpoint short names (``inline://<variant>``) and their
+command-line override.
 
 Models are built with the backbone shrunk (fewer blocks, real widths, so the neck and
 head wiring stays the real one) and without pretrained weights.
@@ -7,6 +8,8 @@ head wiring stays the real one) and without pretrained weights.
 import argparse
 import copy
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Dict, List
 
@@ -27,18 +30,32 @@ CHANNELS = {
     ('swin', 't'): [96, 192, 384, 768], ('swin', 's'): [96, 192, 384, 768],
     ('swin', 'b'): [128, 256, 512, 1024],
     **{('pvt', s): [64, 128, 320, 512] for s in 'tsml'},
+    ('cswin', 't'): [64, 128, 256, 512], ('cswin', 's'): [64, 128, 256, 512],
+    ('cswin', 'b'): [96, 192, 384, 768],
 }
-DET_DROP_PATH = {('swin', 't'): 0.2, ('swin', 's'): 0.3, ('swin', 'b'): 0.3, **{('pvt', s): 0.1 for s in 'tsml'}}
+BACKBONES = {'swin': 'InLineSwin', 'pvt': 'InLinePVT', 'cswin': 'InLineCSwin'}
+# Detection drop path per variant; CSWin publishes no detection settings: Swin's per size.
+DET_DROP_PATH = {('swin', 't'): 0.2, ('swin', 's'): 0.3, ('swin', 'b'): 0.3, **{('pvt', s): 0.1 for s in 'tsml'},
+                 ('cswin', 't'): 0.2, ('cswin', 's'): 0.3, ('cswin', 'b'): 0.3}
+# CSWin's own ADE20K (UperNet) configs: drop path per size.
+CSWIN_SEG_DROP_PATH = {('cswin', 't'): 0.3, ('cswin', 's'): 0.4, ('cswin', 'b'): 0.6}
 # Blocks per stage of the shrunk backbones: InLine-Swin-B's 'IIMS2' needs >= 3 blocks in
 # stage 2 (2 InLine then softmax), which also keeps a softmax block in every Swin variant.
-SHRUNK_DEPTHS = {'swin': (1, 1, 3, 1), 'pvt': (1, 1, 1, 1)}
+# InLine-CSwin ('IISS'): one block per stage still has both kinds of attention.
+SHRUNK_DEPTHS = {'swin': (1, 1, 3, 1), 'pvt': (1, 1, 1, 1), 'cswin': (1, 1, 1, 1)}
 
 # Expected recipe per config family (the part of the name before the variant).
+SWIN_1X = dict(scope='mmdet', lr=1e-4, wd=0.05, epochs=12, milestones=[8, 11], warmup=1000, batch=2)
+SWIN_3X = dict(SWIN_1X, epochs=36, milestones=[27, 33])
 RECIPES = {
-    'mask-rcnn_swin_1x': dict(scope='mmdet', detector='MaskRCNN', lr=1e-4, wd=0.05, epochs=12,
-                              milestones=[8, 11], warmup=1000, batch=2),
-    'mask-rcnn_swin_ms-crop-3x': dict(scope='mmdet', detector='MaskRCNN', lr=1e-4, wd=0.05, epochs=36,
-                                      milestones=[27, 33], warmup=1000, batch=2),
+    'mask-rcnn_swin_1x': dict(SWIN_1X, detector='MaskRCNN'),
+    'mask-rcnn_swin_ms-crop-3x': dict(SWIN_3X, detector='MaskRCNN'),
+    # InLine-CSwin detection: the Swin recipes (CSWin publishes no detection configs)
+    'mask-rcnn_cswin_1x': dict(SWIN_1X, detector='MaskRCNN'),
+    'mask-rcnn_cswin_ms-crop-3x': dict(SWIN_3X, detector='MaskRCNN'),
+    'cascade-mask-rcnn_swin_1x': dict(SWIN_1X, detector='CascadeRCNN'),
+    'cascade-mask-rcnn_swin_ms-crop-3x': dict(SWIN_3X, detector='CascadeRCNN'),
+    'cascade-mask-rcnn_cswin_ms-crop-3x': dict(SWIN_3X, detector='CascadeRCNN'),
     'mask-rcnn_pvt_1x': dict(scope='mmdet', detector='MaskRCNN', lr=2e-4, wd=1e-4, epochs=12,
                              milestones=[8, 11], warmup=500, batch=2),
     'retinanet_swin_1x': dict(scope='mmdet', detector='RetinaNet', lr=1e-4, wd=0.05, epochs=12,
@@ -49,14 +66,21 @@ RECIPES = {
                         batch=4, drop_path=0.1),
     'upernet_swin_160k': dict(scope='mmseg', lr=6e-5, wd=0.01, iters=160000, warmup=1500, poly_power=1.0,
                               batch=2, drop_path=0.3),
+    # CSWin's own UperNet recipe (= Swin's), its drop path per size
+    'upernet_cswin_160k': dict(scope='mmseg', lr=6e-5, wd=0.01, iters=160000, warmup=1500, poly_power=1.0,
+                               batch=2, drop_path=CSWIN_SEG_DROP_PATH),
+    # the Semantic FPN recipe of the PVT configs (CSWin publishes none), CSWin's ADE20K drop path
+    'fpn_cswin_80k': dict(scope='mmseg', lr=2e-4, wd=1e-4, iters=80000, warmup=0, poly_power=0.9,
+                          batch=4, drop_path=CSWIN_SEG_DROP_PATH),
 }
-NAME = re.compile(r'^(?P<model>mask-rcnn|retinanet|fpn|upernet)_inline-(?P<kind>swin|pvt)-(?P<size>[tsmbl])_'
+NAME = re.compile(r'^(?P<model>mask-rcnn|cascade-mask-rcnn|retinanet|fpn|upernet)_inline-(?P<kind>swin|pvt|cswin)-'
+                  r'(?P<size>[tsmbl])_'
                   r'(?:fpn_)?(?P<schedule>1x|ms-crop-3x|4xb4-80k|8xb2-160k)_(?P<data>coco|ade20k-512x512)$')
 
 
 def parse_name(path: Path) -> dict:
     m = NAME.match(path.stem)
-    assert m, f'{path.name} does not follow <model>_inline-<swin|pvt>-<size>_..._<schedule>_<dataset>.py'
+    assert m, f'{path.name} does not follow <model>_inline-<swin|pvt|cswin>-<size>_..._<schedule>_<dataset>.py'
     info = m.groupdict()
     schedule = {'4xb4-80k': '80k', '8xb2-160k': '160k'}.get(info['schedule'], info['schedule'])
     info['family'] = f"{info['model']}_{info['kind']}_{schedule}"
@@ -114,8 +138,17 @@ def test_every_expected_config_exists():
         + [f'retinanet_inline-pvt-{s}_fpn_1x_coco.py' for s in 'tsml']
         + ['retinanet_inline-swin-t_fpn_1x_coco.py']
         + [f'fpn_inline-pvt-{s}_4xb4-80k_ade20k-512x512.py' for s in 'tsml']
-        + [f'upernet_inline-swin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb'])
+        + [f'upernet_inline-swin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb']
+        # issue 10: InLine-CSwin (15) and Cascade Mask R-CNN with InLine-Swin (4)
+        + [f'mask-rcnn_inline-cswin-{s}_fpn_1x_coco.py' for s in 'tsb']
+        + [f'mask-rcnn_inline-cswin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb']
+        + [f'cascade-mask-rcnn_inline-cswin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb']
+        + [f'upernet_inline-cswin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb']
+        + [f'fpn_inline-cswin-{s}_4xb4-80k_ade20k-512x512.py' for s in 'tsb']
+        + ['cascade-mask-rcnn_inline-swin-t_fpn_1x_coco.py']
+        + [f'cascade-mask-rcnn_inline-swin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb'])
     assert sorted(set(expected) - names) == []
+    assert len(expected) == 21 + 19
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=IDS)
@@ -127,12 +160,12 @@ def test_recipe(path: Path):
     assert cfg.custom_imports == dict(imports=['inline_dense'], allow_failed_imports=False)
 
     backbone = cfg.model.backbone
-    assert backbone.type == {'swin': 'InLineSwin', 'pvt': 'InLinePVT'}[info['kind']]
+    assert backbone.type == BACKBONES[info['kind']]
     assert backbone.arch == SIZES[info['size']]
     kind, size = info['variant']
-    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=f'checkpoints/inline_{kind}_{size}.pth')
+    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=f'inline://inline_{kind}_{size}')
     channels = CHANNELS[info['variant']]
-    if info['model'] in ('mask-rcnn', 'fpn'):
+    if info['model'] in ('mask-rcnn', 'cascade-mask-rcnn', 'fpn'):
         assert tuple(backbone.out_indices) == (0, 1, 2, 3)
         assert cfg.model.neck.in_channels == channels
     elif info['model'] == 'retinanet':  # the stride-4 map is not used: not returned either
@@ -141,7 +174,8 @@ def test_recipe(path: Path):
     else:
         assert cfg.model.decode_head.in_channels == channels
         assert cfg.model.auxiliary_head.in_channels == channels[2]
-    assert backbone.drop_path_rate == recipe.get('drop_path', DET_DROP_PATH[info['variant']])
+    drop_path = recipe.get('drop_path', DET_DROP_PATH)
+    assert backbone.drop_path_rate == (drop_path[info['variant']] if isinstance(drop_path, dict) else drop_path)
 
     optimizer = cfg.optim_wrapper.optimizer
     assert optimizer.type == 'AdamW'
@@ -149,6 +183,9 @@ def test_recipe(path: Path):
     assert optimizer.weight_decay == pytest.approx(recipe['wd'])
     assert set(cfg.optim_wrapper.paramwise_cfg.custom_keys) >= {'norm', 'relative_position_bias_table', 'pos_embed'}
     assert cfg.train_dataloader.batch_size == recipe['batch']
+    # the runtime bases (configs/_base_/inline_runtime_mm{det,seg}.py)
+    assert [h.type for h in cfg.custom_hooks] == ['InLinePaddingMaskHook', 'DeterministicResumeHook']
+    assert cfg.default_hooks.checkpoint.type == 'AtomicCheckpointHook'
 
     schedulers = {s.type: s for s in cfg.param_scheduler}
     warmup = schedulers.get('LinearLR')
@@ -171,7 +208,7 @@ def test_recipe(path: Path):
 
 
 # One config per recipe family (model, backbone kind, schedule): the settings these tests
-# look at live in the family's base; dumping is slow (yapf), so not all 21.
+# look at live in the family's base; dumping is slow (yapf), so not all 40.
 FAMILY_CASES = sorted({parse_name(p)['family']: p for p in CONFIGS}.values())
 
 
@@ -221,7 +258,7 @@ def test_builds_and_predicts(path: Path):
         pred = results[0].pred_instances
         assert pred.bboxes.ndim == 2 and pred.bboxes.shape[1] == 4
         assert len(pred.scores) == len(pred.labels) == len(pred.bboxes)
-        if info['model'] == 'mask-rcnn':
+        if info['model'] in ('mask-rcnn', 'cascade-mask-rcnn'):
             assert pred.masks.shape[1:] == (64, 96)
     else:
         seg = results[0].pred_sem_seg.data
@@ -249,7 +286,8 @@ def test_no_weight_decay_on_norms_and_position_parameters(path: Path):
     exempt = {n: d for n, d in decay.items() if exempt_pattern.search(n)}
     decayed = {n: d for n, d in decay.items() if not exempt_pattern.search(n)}
     # the shrunk backbone still has every kind of exempt parameter
-    kinds = {'out_norms', 'norm1', 'norm2', 'pos_embed' if info['kind'] == 'pvt' else 'relative_position_bias_table'}
+    kinds = {'out_norms', 'norm1', 'norm2'} | {'pvt': {'pos_embed'}, 'swin': {'relative_position_bias_table'},
+                                                'cswin': set()}[info['kind']]
     assert all(any(k in n for n in exempt) for k in kinds), sorted(exempt)
     assert set(exempt.values()) == {0.0}
     wd = cfg.optim_wrapper.optimizer.weight_decay
@@ -260,17 +298,28 @@ def test_no_weight_decay_on_norms_and_position_parameters(path: Path):
 VARIANT_CASES = sorted({parse_name(p)['variant']: p for p in CONFIGS}.values())
 
 
+def _offline(*args, **kwargs):
+    raise urllib.error.URLError('no network in the config tests')
+
+
 @pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
 def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """inline://<variant> with no local file, an empty cache and no network: the error names
+    checkpoints/<variant>.pth and how to point the config elsewhere."""
     info = parse_name(path)
-    monkeypatch.chdir(tmp_path)  # the configs' relative checkpoints/ path does not exist here
+    kind, size = info['variant']
+    variant = f'inline_{kind}_{size}'
+    if (CONFIG_ROOT.parent / 'checkpoints' / f'{variant}.pth').is_file():
+        pytest.skip(f'checkpoints/{variant}.pth exists in this checkout')
+    monkeypatch.chdir(tmp_path)  # no checkpoints/ here
+    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))  # an empty cache
+    monkeypatch.setattr(urllib.request, 'urlopen', _offline)  # and no downloads
     cfg = shrink(load(path), info['kind'], keep_init=True)
     model = build(cfg)
-    with pytest.raises(FileNotFoundError) as err:
+    with pytest.raises((FileNotFoundError, RuntimeError)) as err:
         model.init_weights()
     message = str(err.value)
-    kind, size = info['variant']
-    assert f'checkpoints/inline_{kind}_{size}.pth' in message
+    assert f'checkpoints/{variant}.pth' in message
     assert 'model.backbone.init_cfg.checkpoint' in message  # it says how to point elsewhere
 
 
@@ -282,7 +331,8 @@ def _parse_cfg_options(argv: List[str]) -> dict:
 
 
 @pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
-def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Path):
+def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch):
     info = parse_name(path)
     source = build(shrink(load(path), info['kind']))
     source.init_weights()
@@ -290,6 +340,19 @@ def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Pa
     ckpt = tmp_path / 'elsewhere' / 'my_backbone.pth'
     ckpt.parent.mkdir()
     torch.save({'state_dict': weights}, ckpt)
+
+    # the config's own short name: checkpoints/<variant>.pth in the working directory
+    kind, size = info['variant']
+    local = tmp_path / 'checkpoints' / f'inline_{kind}_{size}.pth'
+    local.parent.mkdir()
+    torch.save({'state_dict': {k: v + 0.25 for k, v in source.backbone.state_dict().items()}}, local)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setattr(urllib.request, 'urlopen', _offline)
+    model = build(shrink(load(path), info['kind'], keep_init=True))
+    model.init_weights()
+    loaded = model.backbone.state_dict()
+    assert all(torch.equal(loaded[k], source.backbone.state_dict()[k] + 0.25) for k in loaded)
 
     cfg = shrink(load(path), info['kind'], keep_init=True)
     cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', f'model.backbone.init_cfg.checkpoint={ckpt}']))

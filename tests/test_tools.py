@@ -18,6 +18,7 @@ TOY_CONFIGS = {
     'retinanet_inline-pvt-mini_fpn_toy-coco.py': ('mmdet', 'RetinaNet', 'InLinePVT'),
     'upernet_inline-swin-mini_toy-ade.py': ('mmseg', 'EncoderDecoder', 'InLineSwin'),
     'fpn_inline-pvt-mini_toy-ade.py': ('mmseg', 'EncoderDecoder', 'InLinePVT'),
+    'cascade-mask-rcnn_inline-cswin-mini_fpn_toy-coco.py': ('mmdet', 'CascadeRCNN', 'InLineCSwin'),
 }
 
 

@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT / 'tools'))
 SMALL = dict(num_train=8, num_val=3, image_size=64)
 CONFIGS: Dict[str, dict] = {
     'mask-rcnn_inline-swin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'), resume='path'),
+    'cascade-mask-rcnn_inline-cswin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
+                                                                resume='path'),
     # an untrained RetinaNet scores everything below the default 0.05 threshold: keep all boxes
     'retinanet_inline-pvt-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP',), resume='path',
                                                       options=['model.test_cfg.score_thr=0.0']),

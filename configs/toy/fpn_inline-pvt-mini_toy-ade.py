@@ -4,12 +4,11 @@
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py',
     './_base_/toy-ade.py',
-    'mmseg::_base_/default_runtime.py',
+    '../_base_/inline_runtime_mmseg.py',  # custom_imports, custom_hooks
 ]
-custom_imports = dict(imports=['inline_dense', 'inline_dense.engine', 'inline_dense.toy_data.datasets'],
-                      allow_failed_imports=False)
-# InLine attention is global: the hook keeps batch padding out of each image's features
-custom_hooks = [dict(type='InLinePaddingMaskHook')]
+# the runtime base's imports, plus the module that registers the toy datasets
+custom_imports = dict(_base_.custom_imports,
+                      imports=_base_.custom_imports.imports + ['inline_dense.toy_data.datasets'])
 
 num_classes = 5
 norm_cfg = dict(type='BN', requires_grad=True)
@@ -47,6 +46,7 @@ default_hooks = dict(  # mmseg keeps these in its schedule bases, which the toy 
     timer=dict(type='IterTimerHook'),
     logger=dict(type='LoggerHook', interval=50, log_metric_by_epoch=False),
     param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=2),
+    # written atomically (see configs/_base_/inline_runtime_mmseg.py)
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=2),
     sampler_seed=dict(type='DistSamplerSeedHook'),
     visualization=dict(type='SegVisualizationHook'))

@@ -4,12 +4,11 @@
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     './_base_/toy-coco_instance.py',
-    'mmdet::_base_/default_runtime.py',
+    '../_base_/inline_runtime_mmdet.py',  # custom_imports, custom_hooks, atomic checkpoints
 ]
-custom_imports = dict(imports=['inline_dense', 'inline_dense.engine', 'inline_dense.toy_data.datasets'],
-                      allow_failed_imports=False)
-# InLine attention is global: the hook keeps batch padding out of each image's features
-custom_hooks = [dict(type='InLinePaddingMaskHook')]
+# the runtime base's imports, plus the module that registers the toy datasets
+custom_imports = dict(_base_.custom_imports,
+                      imports=_base_.custom_imports.imports + ['inline_dense.toy_data.datasets'])
 
 num_classes = 3
 model = dict(
@@ -53,6 +52,6 @@ param_scheduler = [
 ]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=2))
+    checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=2))  # AtomicCheckpointHook
 log_processor = dict(by_epoch=False)
 auto_scale_lr = dict(enable=False, base_batch_size=4)

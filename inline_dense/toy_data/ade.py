@@ -10,14 +10,14 @@ turns 0 into the ignore index and k into k - 1.
 """
 import os
 import os.path as osp
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Tuple
 
 import cv2
 import numpy as np
 
 from .folder import build_folder, read_stamp
-from .shapes import (SHAPES, default_object_size, draw_object, finish, noisy_background, object_mask,
-                     place_objects)
+from .shapes import (SHAPES, draw_object, finish, noisy_background, object_mask,
+                     place_objects, toy_settings)
 
 TOY_ADE_CLASSES: Tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
 TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [
@@ -27,27 +27,10 @@ GENERATOR_VERSION = 2  # 2: paler sky, so that blue triangles stand out
 SPLITS = {'training': ('train', 0), 'validation': ('val', 1)}
 
 
-def ade_settings(num_train: int = 200, num_val: int = 40, image_size: Union[int, Sequence[int]] = 128,
-                 objects_per_image: Sequence[int] = (1, 4), object_size: Optional[Sequence[int]] = None,
-                 seed: int = 0) -> dict:
-    """Checked, JSON-able generator settings.
-
-    image_size: int or (height, width). object_size: (min, max) diameter of the objects in
-    pixels; default 5/32 to 15/32 of the shorter side (20-60 px on 128 px images).
-    """
-    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
-    if object_size is None:
-        object_size = default_object_size(min(h, w))
-    lo, hi = (int(v) for v in object_size)
-    if not 4 <= lo <= hi or hi > min(h, w) - 4:
-        raise ValueError(f'toy ADE: object_size {tuple(object_size)} must satisfy 4 <= min <= max <= '
-                         f'image side - 4 = {min(h, w) - 4}.')
-    if num_train < 1 or num_val < 1:
-        raise ValueError(f'toy ADE: need at least one image per split (got num_train={num_train}, '
-                         f'num_val={num_val}).')
-    return dict(kind='ade', version=GENERATOR_VERSION, num_train=int(num_train), num_val=int(num_val),
-                image_size=[int(h), int(w)], objects_per_image=[int(v) for v in objects_per_image],
-                object_size=[lo, hi], seed=int(seed), classes=list(TOY_ADE_CLASSES))
+def ade_settings(num_train: int = 200, num_val: int = 40, **kwargs) -> dict:
+    """Checked, JSON-able settings of the toy ADE generator; ``kwargs`` (image_size,
+    objects_per_image, object_size, seed) as ``shapes.toy_settings``."""
+    return toy_settings('ade', GENERATOR_VERSION, TOY_ADE_CLASSES, num_train=num_train, num_val=num_val, **kwargs)
 
 
 def render_scene(settings: dict, split: str, index: int) -> Tuple[np.ndarray, np.ndarray]:

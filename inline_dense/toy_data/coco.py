@@ -8,14 +8,14 @@
 import json
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Tuple
 
 import cv2
 import numpy as np
 
 from .folder import build_folder, read_stamp
-from .shapes import (SHAPES, ToyObject, default_object_size, draw_object, finish, noisy_background,
-                     place_objects)
+from .shapes import (SHAPES, ToyObject, draw_object, finish, noisy_background,
+                     place_objects, toy_settings)
 
 TOY_COCO_CLASSES: Tuple[str, ...] = ('circle', 'square', 'triangle')
 TOY_COCO_PALETTE: List[Tuple[int, int, int]] = [SHAPES[c][0] for c in TOY_COCO_CLASSES]
@@ -24,27 +24,10 @@ GENERATOR_VERSION = 1
 SPLITS = {'train': 0, 'val': 1}
 
 
-def coco_settings(num_train: int = 400, num_val: int = 50, image_size: Union[int, Sequence[int]] = 128,
-                  objects_per_image: Sequence[int] = (1, 4), object_size: Optional[Sequence[int]] = None,
-                  seed: int = 0) -> dict:
-    """Checked, JSON-able generator settings.
-
-    image_size: int or (height, width). object_size: (min, max) diameter of the objects in
-    pixels; default 5/32 to 15/32 of the shorter side (20-60 px on 128 px images).
-    """
-    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
-    if object_size is None:
-        object_size = default_object_size(min(h, w))
-    lo, hi = (int(v) for v in object_size)
-    if not 4 <= lo <= hi or hi > min(h, w) - 4:
-        raise ValueError(f'toy COCO: object_size {tuple(object_size)} must satisfy 4 <= min <= max <= '
-                         f'image side - 4 = {min(h, w) - 4}.')
-    if num_train < 1 or num_val < 1:
-        raise ValueError(f'toy COCO: need at least one image per split (got num_train={num_train}, '
-                         f'num_val={num_val}).')
-    return dict(kind='coco', version=GENERATOR_VERSION, num_train=int(num_train), num_val=int(num_val),
-                image_size=[int(h), int(w)], objects_per_image=[int(v) for v in objects_per_image],
-                object_size=[lo, hi], seed=int(seed), classes=list(TOY_COCO_CLASSES))
+def coco_settings(num_train: int = 400, num_val: int = 50, **kwargs) -> dict:
+    """Checked, JSON-able settings of the toy COCO generator; ``kwargs`` (image_size,
+    objects_per_image, object_size, seed) as ``shapes.toy_settings``."""
+    return toy_settings('coco', GENERATOR_VERSION, TOY_COCO_CLASSES, num_train=num_train, num_val=num_val, **kwargs)
 
 
 def render_image(settings: dict, split: str, index: int) -> Tuple[np.ndarray, List[ToyObject]]:

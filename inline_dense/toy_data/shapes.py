@@ -4,7 +4,7 @@ All coordinates are (x, y) pixels, float64. Images are uint8 RGB (H, W, 3).
 """
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
@@ -44,6 +44,32 @@ class ToyObject:
 def default_object_size(side: int) -> Tuple[int, int]:
     """(min, max) object diameter for images whose shorter side is ``side`` pixels."""
     return max(4, round(side * 5 / 32)), round(side * 15 / 32)
+
+
+def toy_settings(kind: str, version: int, classes: Sequence[str], num_train: int, num_val: int,
+                 image_size: Union[int, Sequence[int]] = 128, objects_per_image: Sequence[int] = (1, 4),
+                 object_size: Optional[Sequence[int]] = None, seed: int = 0) -> dict:
+    """Checked, JSON-able generator settings of a toy dataset (``coco_settings``, ``ade_settings``).
+
+    kind: 'coco' or 'ade' (stored, and named in errors); version: of that kind's generator;
+    classes: stored, so that a folder says what it holds. image_size: int or (height, width).
+    object_size: (min, max) diameter of the objects in pixels; default 5/32 to 15/32 of the
+    shorter side (20-60 px on 128 px images).
+    """
+    name = f'toy {kind.upper()}'
+    h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    if object_size is None:
+        object_size = default_object_size(min(h, w))
+    lo, hi = (int(v) for v in object_size)
+    if not 4 <= lo <= hi or hi > min(h, w) - 4:
+        raise ValueError(f'{name}: object_size {tuple(object_size)} must satisfy 4 <= min <= max <= '
+                         f'image side - 4 = {min(h, w) - 4}.')
+    if num_train < 1 or num_val < 1:
+        raise ValueError(f'{name}: need at least one image per split (got num_train={num_train}, '
+                         f'num_val={num_val}).')
+    return dict(kind=kind, version=version, num_train=int(num_train), num_val=int(num_val),
+                image_size=[int(h), int(w)], objects_per_image=[int(v) for v in objects_per_image],
+                object_size=[lo, hi], seed=int(seed), classes=list(classes))
 
 
 def shape_polygon(name: str, center: Tuple[float, float], size: float, angle: float) -> np.ndarray:

@@ -1,11 +1,12 @@
 # InLine-Swin-S backbone: the settings every config for this variant shares.
-# Its ImageNet-1K checkpoint from the authors (top-1 83.6% as they report) goes to
-# checkpoints/inline_swin_s.pth (see checkpoints/README.md); to use another file, pass
+# Pretrained: the authors' ImageNet-1K checkpoint (top-1 83.6% as they report), by its
+# short name inline://inline_swin_s: checkpoints/inline_swin_s.pth if that file exists, else
+# the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
 inline_backbone = dict(
     type='InLineSwin',
     arch='small',
-    init_cfg=dict(type='Pretrained', checkpoint='checkpoints/inline_swin_s.pth'))
+    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_s'))
 # Output channels of the four stages (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [96, 192, 384, 768]
 # Stochastic depth for detection, per size: Swin-T/S/B 0.2/0.3/0.3, PVT 0.1 (mmdet's PVT default).

@@ -4,9 +4,8 @@
 _base_ = [
     'mmseg::_base_/models/fpn_r50.py',
     'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_80k.py',
-    '../inline_common.py',
+    '../inline_runtime_mmseg.py',  # custom_imports, custom_hooks
 ]
 
 crop_size = (512, 512)
@@ -40,4 +39,5 @@ val_dataloader = dict(batch_size=1)
 test_dataloader = val_dataloader
 
 # checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
+# (set here, after the schedule base that owns default_hooks; see inline_runtime_mmseg.py)
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))

@@ -6,8 +6,7 @@ _base_ = [
     'mmdet::_base_/models/retinanet_r50_fpn.py',
     'mmdet::_base_/datasets/coco_detection.py',
     'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-    '../inline_common.py',
+    '../inline_runtime_mmdet.py',  # custom_imports, custom_hooks, atomic checkpoints
 ]
 
 model = dict(
@@ -34,6 +33,3 @@ optim_wrapper = dict(
     paramwise_cfg=_base_.inline_paramwise_cfg)
 
 train_dataloader = dict(batch_size=2)
-
-# checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
-default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))

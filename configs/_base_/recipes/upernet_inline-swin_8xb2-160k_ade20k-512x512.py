@@ -5,9 +5,8 @@
 _base_ = [
     'mmseg::_base_/models/upernet_swin.py',
     'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_160k.py',
-    '../inline_common.py',
+    '../inline_runtime_mmseg.py',  # custom_imports, custom_hooks
 ]
 
 crop_size = (512, 512)
@@ -42,4 +41,5 @@ val_dataloader = dict(batch_size=1)
 test_dataloader = val_dataloader
 
 # checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
+# (set here, after the schedule base that owns default_hooks; see inline_runtime_mmseg.py)
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
