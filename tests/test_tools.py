@@ -106,7 +106,7 @@ def test_toy_folder_is_kept_forced_or_refused(tmp_path):
     with pytest.raises(FileExistsError, match='not made by the toy data generator'):
         make_toy_coco(str(other), **SMALL)
     make_toy_ade(str(tmp_path / 'ade'), **SMALL)
-    with pytest.raises(FileExistsError, match='not toy COCO'):
+    with pytest.raises(FileExistsError, match="holds toy data of kind 'ade', not 'coco'"):
         make_toy_coco(str(tmp_path / 'ade'), **SMALL)
     with pytest.raises(ValueError, match='object_size'):
         make_toy_coco(str(tmp_path / 'bad'), image_size=32, object_size=(10, 40))

@@ -15,7 +15,7 @@ from typing import List, Tuple
 import cv2
 import numpy as np
 
-from .folder import build_folder, read_stamp
+from .folder import build_folder
 from .shapes import (SHAPES, draw_object, finish, noisy_background, object_mask,
                      place_objects, toy_settings)
 
@@ -80,9 +80,4 @@ def make_toy_ade(root: str = DEFAULT_ADE_ROOT, force: bool = False, **kwargs) ->
                 cv2.imwrite(osp.join(img_dir, stem + '.jpg'), image[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, 92])
                 cv2.imwrite(osp.join(ann_dir, stem + '.png'), label)
 
-    root = build_folder(root, settings, fill, force=force)
-    existing = read_stamp(root)
-    if existing is not None and existing.get('kind') != 'ade':
-        raise FileExistsError(f'{root} holds toy data of kind {existing.get("kind")!r}, not toy ADE20K; '
-                              f'choose another folder.')
-    return root
+    return build_folder(root, settings, fill, force=force)

@@ -13,7 +13,7 @@ from typing import Dict, List, Tuple
 import cv2
 import numpy as np
 
-from .folder import build_folder, read_stamp
+from .folder import build_folder
 from .shapes import (SHAPES, ToyObject, draw_object, finish, noisy_background,
                      place_objects, toy_settings)
 
@@ -80,9 +80,4 @@ def make_toy_coco(root: str = DEFAULT_COCO_ROOT, force: bool = False, **kwargs) 
             with open(osp.join(tmp, 'annotations', f'instances_{split}2017.json'), 'w') as f:
                 json.dump(data, f)
 
-    root = build_folder(root, settings, fill, force=force)
-    existing = read_stamp(root)
-    if existing is not None and existing.get('kind') != 'coco':
-        raise FileExistsError(f'{root} holds toy data of kind {existing.get("kind")!r}, not toy COCO; '
-                              f'choose another folder.')
-    return root
+    return build_folder(root, settings, fill, force=force)

@@ -31,6 +31,24 @@ def ensure_toy_folder(make: Callable[..., str], data_root: str, toy_data: Option
                                 f'generate it with: python tools/make_toy_data.py')
 
 
+class ToyFolderMixin:
+    """Before the real dataset class reads ``data_root``, generates it with ``make_toy`` if missing.
+
+    Args:
+        data_root: the folder (default ``default_root``, relative to the working directory).
+        toy_data: keyword arguments of ``make_toy`` used when the folder is generated.
+        *args, **kwargs: as the dataset class.
+    """
+
+    make_toy: Callable[..., str]
+    default_root: str
+
+    def __init__(self, *args, data_root: Optional[str] = None, toy_data: Optional[dict] = None, **kwargs) -> None:
+        data_root = data_root or self.default_root
+        ensure_toy_folder(type(self).make_toy, data_root, toy_data)
+        super().__init__(*args, data_root=data_root, **kwargs)
+
+
 try:
     from mmdet.datasets import CocoDataset
     from mmdet.registry import DATASETS as DET_DATASETS
@@ -46,37 +64,21 @@ except ImportError:  # mmseg not installed: no segmentation toy dataset
 if CocoDataset is not None:
 
     @DET_DATASETS.register_module(force=True)
-    class ToyCocoDataset(CocoDataset):
-        """mmdet's CocoDataset on the toy COCO folder, generated on first use.
-
-        Args:
-            data_root: the folder (default ``data/toy_coco``, relative to the working directory).
-            toy_data: keyword arguments of ``make_toy_coco`` used when the folder is generated.
-            *args, **kwargs: as ``CocoDataset``.
-        """
+    class ToyCocoDataset(ToyFolderMixin, CocoDataset):
+        """mmdet's CocoDataset on the toy COCO folder (default ``data/toy_coco``), generated on
+        first use with ``make_toy_coco(data_root, **toy_data)``."""
 
         METAINFO = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
-
-        def __init__(self, *args, data_root: str = DEFAULT_COCO_ROOT, toy_data: Optional[dict] = None,
-                     **kwargs) -> None:
-            ensure_toy_folder(make_toy_coco, data_root, toy_data)
-            super().__init__(*args, data_root=data_root, **kwargs)
+        make_toy = staticmethod(make_toy_coco)
+        default_root = DEFAULT_COCO_ROOT
 
 if ADE20KDataset is not None:
 
     @SEG_DATASETS.register_module(force=True)
-    class ToyADE20KDataset(ADE20KDataset):
-        """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder, generated on first use.
-
-        Args:
-            data_root: the folder (default ``data/toy_ade``, relative to the working directory).
-            toy_data: keyword arguments of ``make_toy_ade`` used when the folder is generated.
-            *args, **kwargs: as ``ADE20KDataset``.
-        """
+    class ToyADE20KDataset(ToyFolderMixin, ADE20KDataset):
+        """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder (default
+        ``data/toy_ade``), generated on first use with ``make_toy_ade(data_root, **toy_data)``."""
 
         METAINFO = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
-
-        def __init__(self, *args, data_root: str = DEFAULT_ADE_ROOT, toy_data: Optional[dict] = None,
-                     **kwargs) -> None:
-            ensure_toy_folder(make_toy_ade, data_root, toy_data)
-            super().__init__(*args, data_root=data_root, **kwargs)
+        make_toy = staticmethod(make_toy_ade)
+        default_root = DEFAULT_ADE_ROOT

@@ -36,7 +36,10 @@ def build_folder(root: str, settings: dict, fill: Callable[[str], None], force: 
             raise FileExistsError(
                 f'{root} exists but was not made by the toy data generator (no {STAMP}); '
                 f'it is left untouched. Choose another folder or remove this one.')
-        if stamp.get('kind') == settings.get('kind') and stamp.get('version') != settings.get('version'):
+        if stamp.get('kind') != settings.get('kind'):
+            raise FileExistsError(f'{root} holds toy data of kind {stamp.get("kind")!r}, not '
+                                  f'{settings.get("kind")!r}; choose another folder.')
+        if stamp.get('version') != settings.get('version'):
             force = True  # made by an older generator: regenerate
         if not force:
             return root
