@@ -204,6 +204,7 @@ def train_amp(name: str, toy_data, work):
                           env=dict(os.environ, OMP_NUM_THREADS='1'), capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_train_tool_amp_refuses_two_stage_detectors_on_cpu(toy_data, tmp_path):
     """mmcv's CPU NMS and RoIAlign have no bfloat16 kernels: Mask R-CNN with --amp on CPU stops
     up front, saying why and what to do, instead of failing inside the RPN."""

@@ -188,6 +188,7 @@ def test_benchmark_cli_options_and_replot(tmp_path, capsys):
     assert 'wrote' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_benchmark_cli_sweep_and_layer_smoke(tmp_path):
     tool = load_tool('benchmark')
     out = tmp_path / 'sweep.json'

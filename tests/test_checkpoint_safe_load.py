@@ -122,6 +122,7 @@ def test_weights_choice_is_explicit():
         select_weights(ckpt, 'best')
 
 
+@pytest.mark.slow
 def test_convert_tool_makes_a_slim_file_without_trust(research_checkpoint, tmp_path):
     dst = tmp_path / 'slim.pth'
     out = subprocess.run([sys.executable, 'tools/convert_checkpoint.py', str(research_checkpoint), str(dst)],

@@ -330,6 +330,7 @@ def _parse_cfg_options(argv: List[str]) -> dict:
     return parser.parse_args(argv).cfg_options
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
 def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch):

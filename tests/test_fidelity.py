@@ -40,7 +40,8 @@ def test_random_weights_do_not_match(variant):
 
 
 @pytest.mark.parametrize('variant', VARIANTS)
-@pytest.mark.parametrize('layout', ['mmengine_backbone_prefix', 'mmengine_plain', 'bare', 'converted_tool'])
+@pytest.mark.parametrize('layout', ['mmengine_backbone_prefix', 'mmengine_plain', 'bare',
+                                    pytest.param('converted_tool', marks=pytest.mark.slow)])
 def test_other_checkpoint_layouts_load_identically(variant, layout, tmp_path):
     reference_model, ref = build_reference_backbone(variant, authors_checkpoint(variant))
     ours = reference_model.state_dict()
