@@ -19,21 +19,18 @@ def expected_shapes(h, w, dims):
     return shapes
 
 
-@pytest.mark.parametrize('arch,dims', [
-    ('tiny', [96, 192, 384, 768]), ('small', [96, 192, 384, 768]), ('base', [128, 256, 512, 1024])])
-def test_swin_arch_shapes(arch, dims):
-    model = InLineSwin(arch=arch).eval()
-    for h, w in INPUTS:
-        with torch.no_grad():
-            outs = model(torch.randn(1, 3, h, w))
-        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
-        assert all(torch.isfinite(o).all() for o in outs)
+ARCH_DIMS = [
+    (InLineSwin, 'tiny', [96, 192, 384, 768]), (InLineSwin, 'small', [96, 192, 384, 768]),
+    (InLineSwin, 'base', [128, 256, 512, 1024]),
+    (InLineCSwin, 'tiny', [64, 128, 256, 512]), (InLineCSwin, 'small', [64, 128, 256, 512]),
+    (InLineCSwin, 'base', [96, 192, 384, 768]),
+] + [(InLinePVT, arch, [64, 128, 320, 512]) for arch in ('tiny', 'small', 'medium', 'large')]
 
 
-@pytest.mark.parametrize('arch,dims', [
-    ('tiny', [64, 128, 256, 512]), ('small', [64, 128, 256, 512]), ('base', [96, 192, 384, 768])])
-def test_cswin_arch_shapes(arch, dims):
-    model = InLineCSwin(arch=arch).eval()
+@pytest.mark.parametrize('cls,arch,dims', ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
+def test_arch_shapes(cls, arch, dims):
+    """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride)."""
+    model = cls(arch=arch).eval()
     for h, w in INPUTS:
         with torch.no_grad():
             outs = model(torch.randn(1, 3, h, w))
@@ -50,15 +47,6 @@ def test_cswin_block_layout():
     stripes, last = model.stages[2].blocks[0].attn, model.stages[3].blocks[0].attn
     assert (stripes.num_branches, stripes.split_size, last.num_branches) == (2, 7, 1)
     assert stripes.windows((30, 50)) == [(30, 7), (7, 50)] and last.windows((30, 50)) == [(30, 50)]
-
-
-@pytest.mark.parametrize('arch', ['tiny', 'small', 'medium', 'large'])
-def test_pvt_arch_shapes(arch):
-    model = InLinePVT(arch=arch).eval()
-    for h, w in INPUTS:
-        with torch.no_grad():
-            outs = model(torch.randn(1, 3, h, w))
-        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, [64, 128, 320, 512])
 
 
 def test_arch_presets_and_overrides():
