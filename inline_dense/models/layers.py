@@ -3,7 +3,6 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -45,8 +44,12 @@ class TransformerBlock(nn.Module):
         self.attn = attn
         self.norm2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio))
-        # timm's DropPath: at drop_prob=1 it returns zeros (a hand-written x / keep gives NaN)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        self.drop_path = nn.Identity()
+        if drop_path > 0:
+            # timm's DropPath (at drop_prob=1 it returns zeros; x / keep gives NaN, as mmcv's does),
+            # imported here: importing timm costs ~0.8 s, which `import inline_dense` need not pay
+            from timm.layers import DropPath
+            self.drop_path = DropPath(drop_path)
         self.with_cp = with_cp
         self.residual_from_input = residual_from_input
 
