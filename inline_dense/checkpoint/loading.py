@@ -2,7 +2,7 @@
 import os
 import pickle
 import zipfile
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
 from mmengine.logging import print_log
@@ -134,18 +134,15 @@ def compare(model_state: Mapping[str, torch.Tensor], state: StateDict) -> Tuple[
     return missing, unexpected, mismatched
 
 
-def load_pretrained(model: nn.Module, checkpoint: str, weights: Optional[str] = None) -> List[str]:
+def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto') -> List[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
     ``checkpoint``: ``inline://<variant>``, an http(s) URL (both resolved to a local file, downloaded
     into the cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' |
-    'ema' (see ``select_weights``); None reads ``model.init_cfg['weights']`` (default 'auto').
+    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``).
     Raises ``CheckpointError`` naming every missing, unexpected or shape-mismatched key;
     returns the keys dropped as unused for dense prediction (logged in one line).
     """
-    if weights is None:
-        cfg = getattr(model, 'init_cfg', None)
-        weights = cfg.get('weights', 'auto') if isinstance(cfg, Mapping) else 'auto'
     path = resolve(checkpoint)
     chosen, which = select_weights(read_checkpoint(path), weights, repr(path))
     state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
