@@ -1,24 +1,18 @@
 """inline_dense.analysis' benchmark library and the two CLIs over it: small sizes, CPU, one run."""
 import json
 import math
-import runpy
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
+from conftest import import_tool
 from inline_dense.analysis import ablation, jobs, report, rows, timing, zoo
 from inline_dense.analysis.inline_impl import inline_impl, inline_layers
 from inline_dense.analysis.worker import run_worker
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_tool(name: str) -> SimpleNamespace:
-    """tools/<name>.py's globals (its ``main`` is not run)."""
-    return SimpleNamespace(**runpy.run_path(str(ROOT / 'tools' / f'{name}.py')))
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +166,7 @@ def test_tables_and_machine_info(capsys):
 
 
 def test_benchmark_cli_options_and_replot(tmp_path, capsys):
-    tool = load_tool('benchmark')
+    tool = import_tool('benchmark')
     args = tool.parse_args([])
     assert args.models == list(zoo.DEFAULT_MODELS) and args.resolutions == [(512, 512), (800, 1216),
                                                                           (1024, 1024), (1600, 2432)]
@@ -190,7 +184,7 @@ def test_benchmark_cli_options_and_replot(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_benchmark_cli_sweep_and_layer_smoke(tmp_path):
-    tool = load_tool('benchmark')
+    tool = import_tool('benchmark')
     out = tmp_path / 'sweep.json'
     tool.main(['--models', 'inline-pvt-t', '--resolutions', '64x64', '--modes', 'infer', '--runs', '1',
                '--warmup', '0', '--threads', '1', '--out', str(out), '--no-plot'])
@@ -204,7 +198,7 @@ def test_benchmark_cli_sweep_and_layer_smoke(tmp_path):
 
 
 def test_get_flops_cli(tmp_path, capsys):
-    tool = load_tool('get_flops')
+    tool = import_tool('get_flops')
     out = tmp_path / 'flops.json'
     tool.main(['--models', 'inline-pvt-t', '--shapes', '64x64', '--json', str(out)])
     row = json.loads(out.read_text())['results'][0]

@@ -88,14 +88,8 @@ def parse_name(path: Path) -> dict:
     return info
 
 
-@pytest.fixture(autouse=True, scope='module')
-def one_thread():
-    """These models see tiny inputs: intra-op threads only add overhead, which becomes
-    severe when the cores are shared with other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# These models see tiny inputs: intra-op threads only add overhead on shared cores.
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 _LOADED: Dict[Path, Config] = {}

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import import_tool
 from inline_dense.engine import launch
 from inline_dense.toy_data import TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade, make_toy_coco, read_stamp
 
@@ -22,17 +23,8 @@ TOY_CONFIGS = {
 }
 
 
-def load_tool(name: str):
-    """tools/<name>.py as a module (tools/test.py would clash with the stdlib's ``test``)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train_tool = load_tool('train')
-test_tool = load_tool('test')
+train_tool = import_tool('train')
+test_tool = import_tool('test')
 SMALL = dict(num_train=3, num_val=2, image_size=64, object_size=(12, 28))
 
 
@@ -113,7 +105,7 @@ def test_toy_folder_is_kept_forced_or_refused(tmp_path):
 
 
 def test_make_toy_data_tool(tmp_path, capsys):
-    make_toy_data = load_tool('make_toy_data')
+    make_toy_data = import_tool('make_toy_data')
     make_toy_data.main(['ade', '--root', str(tmp_path / 'ade'), '--num-train', '2', '--num-val', '1',
                         '--image-size', '48'])
     out = capsys.readouterr().out

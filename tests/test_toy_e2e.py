@@ -15,12 +15,13 @@ from typing import Dict, List
 import pytest
 import torch
 
+from conftest import import_tool
 import inline_dense  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
 from inline_dense.toy_data import make_toy_ade, make_toy_coco
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'
-sys.path.insert(0, str(ROOT / 'tools'))
+pytestmark = pytest.mark.usefixtures('one_thread')  # tiny tensors on shared cores
 
 SMALL = dict(num_train=8, num_val=3, image_size=64)
 CONFIGS: Dict[str, dict] = {
@@ -33,23 +34,6 @@ CONFIGS: Dict[str, dict] = {
     'upernet_inline-swin-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
     'fpn_inline-pvt-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
 }
-
-
-def load_tool(name: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one thread is as fast, and much faster when the cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope='module')
@@ -91,7 +75,7 @@ def checkpoints(work_dir: Path) -> List[str]:
 @pytest.mark.parametrize('name', sorted(CONFIGS))
 def test_train_checkpoint_resume_evaluate(name, toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
-    train, test = load_tool('train'), load_tool('test')
+    train, test = import_tool('train'), import_tool('test')
     spec = CONFIGS[name]
     config = str(TOY / name)
     extra = spec.get('options', [])
@@ -132,7 +116,7 @@ def test_train_checkpoint_resume_evaluate(name, toy_dir, tmp_path, monkeypatch):
 ])
 def test_test_tool_draws_predictions(name, pictures, toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
-    train, test = load_tool('train'), load_tool('test')
+    train, test = import_tool('train'), import_tool('test')
     config = str(TOY / name)
     train.main([config, '--work-dir', str(tmp_path), '--cfg-options', *quick_options(1)])
     show = tmp_path / 'show'
@@ -144,7 +128,7 @@ def test_test_tool_draws_predictions(name, pictures, toy_dir, tmp_path, monkeypa
 @pytest.mark.slow
 def test_amp_on_cpu_trains_in_bfloat16(toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
-    train = load_tool('train')
+    train = import_tool('train')
     train.main([str(TOY / 'fpn_inline-pvt-mini_toy-ade.py'), '--work-dir', str(tmp_path), '--amp',
                 '--cfg-options', *quick_options(1)])
     ckpt = load_ckpt(tmp_path / 'iter_1.pth')
@@ -155,7 +139,7 @@ def test_amp_on_cpu_trains_in_bfloat16(toy_dir, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_demo_toy(toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
-    demo = load_tool('demo_toy')
+    demo = import_tool('demo_toy')
     metrics = demo.main(['--max-iters', '2', '--work-dir', str(tmp_path), '--num-pictures', '2',
                          '--cfg-options', *quick_options(2)[4:]])
     assert math.isfinite(metrics['coco/bbox_mAP']) and math.isfinite(metrics['coco/segm_mAP'])
