@@ -1,29 +1,57 @@
 """inline_dense: InLine attention backbones for MMDetection 3.x and MMSegmentation 1.x.
 
-The full environment (torch, mmcv 2.1.0 compiled from source, mmdet, mmseg) is made by
-``bash tools/setup_env.sh``; ``pip install -e .`` alone expects mmcv with its ops installed.
+The full environment (torch, mmcv-lite 2.1.0, mmengine, mmdet, mmseg, pinned) is made by
+``bash tools/setup_env.sh``. ``pip install .`` installs this package and its pure requirements;
+mmcv itself is left to the user (``inline_dense[lite]`` for mmcv-lite, or a compiled mmcv 2.1.0),
+since requiring ``mmcv`` would make pip compile it even when mmcv-lite is installed.
 """
 import os
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
 with open(os.path.join(HERE, 'README.md'), encoding='utf-8') as f:
     README = f.read()
-# Ranges in requirements/runtime.txt; the exact versions tools/setup_env.sh installs are in
-# requirements/lock-py<version>.txt.
-with open(os.path.join(HERE, 'requirements', 'runtime.txt'), encoding='utf-8') as f:
-    REQUIREMENTS = [line.split('#')[0].strip() for line in f if line.split('#')[0].strip()]
+
+
+def read_requirements(name):
+    with open(os.path.join(HERE, 'requirements', name), encoding='utf-8') as f:
+        return [line.split('#')[0].strip() for line in f if line.split('#')[0].strip()]
+
+
+PTH = 'inline_dense_mmcv_hook.pth'
+
+
+class BuildPyWithPth(build_py):
+    """Puts inline_dense_mmcv_hook.pth at the wheel's root, i.e. in site-packages itself, the only
+    place where Python reads .pth files (setuptools ships its distutils-precedence.pth the same
+    way). Editable installs skip build outputs: there ``python -m inline_dense_mmcv_hook --install``
+    writes it (tools/setup_env.sh does)."""
+
+    def run(self):
+        super().run()
+        self.copy_file(os.path.join(HERE, PTH), os.path.join(self.build_lib, PTH), preserve_mode=False)
+
+    def get_outputs(self, include_bytecode=True):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
+
 
 setup(
     name='inline_dense',
     version='0.1.0',
-    description='InLine attention backbones (InLine-Swin, InLine-PVT) for MMDetection 3.x and MMSegmentation 1.x',
+    description='InLine attention backbones (InLine-Swin, -PVT, -CSwin) for MMDetection 3.x and MMSegmentation 1.x',
     long_description=README,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['inline_dense', 'inline_dense.*']),
-    python_requires='>=3.9,<3.12',  # mmcv 2.1.0 / mmdet 3.3.0
-    install_requires=REQUIREMENTS,
-    extras_require={'tests': ['pytest>=7', 'pytest-timeout>=2'], 'tools': ['matplotlib']},
+    py_modules=['inline_dense_mmcv_hook'],
+    cmdclass={'build_py': BuildPyWithPth},
+    python_requires='>=3.9,<3.13',
+    install_requires=read_requirements('runtime.txt'),
+    extras_require={
+        'lite': ['mmcv-lite==2.1.0'],      # no compiler needed: ops served by inline_dense.ops
+        'full': ['mmcv==2.1.0'],           # compiled ops (DCN, CARAFE, ...): pip compiles it
+        'tests': ['pytest>=7', 'pytest-timeout>=2'],
+        'tools': ['matplotlib'],
+    },
 )

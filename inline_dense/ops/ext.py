@@ -1,0 +1,303 @@
+"""A stand-in for mmcv's compiled ``mmcv._ext``, built on torchvision's ops and plain torch.
+
+mmcv-lite ships every ``mmcv.ops`` Python file but not the compiled extension they load when
+imported (``ext_loader.load_ext('_ext', [...])``). When no compiled ``mmcv._ext`` exists,
+:mod:`inline_dense_mmcv_hook` loads THIS FILE as ``mmcv._ext``. It follows the compiled
+extension's calling convention: the same function names and keyword arguments, outputs written
+into the tensors passed in. It runs on CPU and CUDA alike (torchvision ships both kernels).
+
+Served:
+- ``nms``: ``torchvision.ops.nms`` (``offset=1``, the legacy +1 box size, by widening the boxes).
+- ``roi_align_forward`` / ``roi_align_backward``: ``pool_mode`` avg through torchvision's
+  ``roi_align`` kernels (the same sampling as mmcv's); max in plain torch, with mmcv's
+  bilinear sampling, its first-maximum rule and its argmax coordinates.
+- ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
+
+Any other name resolves to a function that raises :class:`MissingCompiledOpError` when called
+(``load_ext`` only checks that the names exist), naming the op and how to get compiled ops.
+
+This file imports nothing from ``inline_dense``: it is loaded while mmdet or mmseg are half
+imported, and importing the package (which registers into their registries) would then cycle.
+"""
+import math
+from collections import Counter
+from typing import Callable, Tuple
+
+import torch
+import torch.nn.functional as F
+import torchvision  # noqa: F401  (registers torch.ops.torchvision.*)
+from torch import Tensor
+
+IS_STAND_IN = True
+"""Marks this module as inline_dense's stand-in (the compiled ``mmcv._ext`` has no such name)."""
+
+CALLS: Counter = Counter()
+"""How often each op was called in this process (a cheap record of what a run really uses)."""
+
+SERVED = ('nms', 'roi_align_forward', 'roi_align_backward', 'sigmoid_focal_loss_forward',
+          'sigmoid_focal_loss_backward', 'softmax_focal_loss_forward', 'softmax_focal_loss_backward')
+
+HOW_TO_GET_COMPILED_OPS = (
+    'Install mmcv 2.1.0 with its compiled ops instead of mmcv-lite: '
+    '`MMCV=full bash tools/setup_env.sh` (compiles mmcv once, ~10-30 min; CUDA ops need a CUDA '
+    "toolkit matching torch's), or `pip uninstall mmcv-lite && mim install mmcv==2.1.0`.")
+
+
+class MissingCompiledOpError(RuntimeError):
+    """An mmcv op that needs mmcv's compiled extension, which is not installed."""
+
+
+def _missing(name: str) -> Callable:
+    def op(*args, **kwargs):
+        raise MissingCompiledOpError(
+            f"mmcv op '{name}' needs mmcv's compiled extension (mmcv._ext), and this environment "
+            f'has mmcv-lite, whose stand-in (inline_dense.ops) serves only {", ".join(SERVED)}. '
+            + HOW_TO_GET_COMPILED_OPS)
+    op.__name__ = name
+    op.__qualname__ = name
+    return op
+
+
+def __getattr__(name: str) -> Callable:
+    # Dunder and private names stay missing: importlib and pickle probe for them.
+    if name.startswith('_'):
+        raise AttributeError(name)
+    return _missing(name)
+
+
+# --------------------------------------------------------------------------------- nms
+def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) -> Tensor:
+    """Indices (M,) int64 of the kept boxes, by decreasing score.
+
+    Args:
+        boxes: (N, 4) x1, y1, x2, y2.
+        scores: (N,).
+        iou_threshold: a box is dropped when its IoU with a kept one is above this.
+        offset: 1 for the legacy box size ``x2 - x1 + 1``.
+    """
+    CALLS['nms'] += 1
+    if offset not in (0, 1):
+        raise ValueError(f'nms: offset must be 0 or 1, got {offset}')
+    work_dtype = torch.float32 if boxes.dtype in (torch.float16, torch.bfloat16) and boxes.device.type == 'cpu' \
+        else boxes.dtype
+    boxes = boxes.to(work_dtype)
+    if offset:
+        boxes = torch.cat([boxes[:, :2], boxes[:, 2:] + 1], dim=1)
+    return torchvision.ops.nms(boxes, scores.to(work_dtype), float(iou_threshold))
+
+
+# --------------------------------------------------------------------------------- roi_align
+def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor, argmax_x: Tensor, *,
+                      aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
+                      pool_mode: int, aligned: bool) -> None:
+    """Fills ``output`` (K, C, PH, PW), and for max pooling ``argmax_y`` / ``argmax_x``.
+
+    Args:
+        input: (B, C, H, W) features.
+        rois: (K, 5) batch index, x1, y1, x2, y2 in input pixels.
+        pool_mode: 0 max, 1 avg (mmcv's codes).
+    """
+    CALLS['roi_align_forward'] += 1
+    if rois.numel() == 0:
+        return
+    if pool_mode == 1:
+        out = torch.ops.torchvision.roi_align(input, rois.to(input.dtype), float(spatial_scale), aligned_height,
+                                              aligned_width, int(sampling_ratio), bool(aligned))
+        output.copy_(out)
+        return
+    out, ys, xs = _roi_align_max(input, rois, aligned_height, aligned_width, float(spatial_scale),
+                                 int(sampling_ratio), bool(aligned))
+    output.copy_(out)
+    argmax_y.copy_(ys)
+    argmax_x.copy_(xs)
+
+
+def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x: Tensor, grad_input: Tensor,
+                       *, aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
+                       pool_mode: int, aligned: bool) -> None:
+    """Adds the gradient w.r.t. the features into ``grad_input`` (B, C, H, W)."""
+    CALLS['roi_align_backward'] += 1
+    if rois.numel() == 0:
+        return
+    batch, channels, height, width = grad_input.shape
+    if pool_mode == 1:
+        grad = torch.ops.torchvision._roi_align_backward(
+            grad_output, rois.to(grad_output.dtype), float(spatial_scale), aligned_height, aligned_width, batch,
+            channels, height, width, int(sampling_ratio), bool(aligned))
+        grad_input.add_(grad)
+        return
+    _roi_align_max_backward(grad_output, rois, argmax_y, argmax_x, grad_input)
+
+
+def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> Tuple[Tensor, ...]:
+    """mmcv's bilinear sampling rule at points (y, x): corner indices, weights and validity.
+
+    Points more than one pixel outside the map read 0; points in [-1, 0) read the border.
+    Returns y_low, y_high, x_low, x_high (int64) and w1..w4 (for (yl,xl), (yl,xh), (yh,xl), (yh,xh)).
+    """
+    valid = (y >= -1.0) & (y <= height) & (x >= -1.0) & (x <= width)
+    y = y.clamp(min=0)
+    x = x.clamp(min=0)
+    y_low = y.floor().long()
+    x_low = x.floor().long()
+    y_top = y_low >= height - 1
+    x_top = x_low >= width - 1
+    y_low = torch.where(y_top, height - 1, y_low)
+    x_low = torch.where(x_top, width - 1, x_low)
+    y = torch.where(y_top, y_low.to(y.dtype), y)
+    x = torch.where(x_top, x_low.to(x.dtype), x)
+    y_high = torch.where(y_top, y_low, y_low + 1)
+    x_high = torch.where(x_top, x_low, x_low + 1)
+    ly = y - y_low
+    lx = x - x_low
+    hy = 1.0 - ly
+    hx = 1.0 - lx
+    zero = torch.zeros((), dtype=y.dtype, device=y.device)
+    weights = [torch.where(valid, w, zero) for w in (hy * hx, hy * lx, ly * hx, ly * lx)]
+    return (y_low.clamp(0, height - 1), y_high.clamp(0, height - 1), x_low.clamp(0, width - 1),
+            x_high.clamp(0, width - 1), *weights)
+
+
+def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    offset = 0.5 if aligned else 0.0
+    start_w = roi[1] * spatial_scale - offset
+    start_h = roi[2] * spatial_scale - offset
+    roi_w = roi[3] * spatial_scale - offset - start_w
+    roi_h = roi[4] * spatial_scale - offset - start_h
+    if aligned:
+        if roi_w < 0 or roi_h < 0:
+            raise ValueError('roi_align: a RoI has negative size (x2 < x1 or y2 < y1)')
+    else:  # mmcv's legacy mode: at least one pixel
+        roi_w = roi_w.clamp(min=1.0)
+        roi_h = roi_h.clamp(min=1.0)
+    return start_h, start_w, roi_h, roi_w
+
+
+def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
+                   sampling_ratio: int, aligned: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """Max pooling over each bin's bilinear samples, as mmcv's kernel: (K, C, PH, PW) values and
+    the (y, x) sample coordinates of the first maximum (-1 where a bin has no sample)."""
+    num_rois, channels = rois.shape[0], input.shape[1]
+    height, width = input.shape[-2:]
+    out = input.new_full((num_rois, channels, pooled_h, pooled_w), -10000.0)
+    arg_y = input.new_full(out.shape, -1.0)
+    arg_x = input.new_full(out.shape, -1.0)
+    rois = rois.to(input.dtype)
+    for k in range(num_rois):
+        roi = rois[k]
+        start_h, start_w, roi_h, roi_w = _roi_box(roi, spatial_scale, aligned)
+        bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
+        grid_h = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_h) / pooled_h))
+        grid_w = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_w) / pooled_w))
+        if grid_h == 0 or grid_w == 0:
+            continue
+        dev, dt = input.device, input.dtype
+        ph = torch.arange(pooled_h, device=dev, dtype=dt)[:, None]
+        pw = torch.arange(pooled_w, device=dev, dtype=dt)[:, None]
+        iy = torch.arange(grid_h, device=dev, dtype=dt)[None] + 0.5
+        ix = torch.arange(grid_w, device=dev, dtype=dt)[None] + 0.5
+        ys = (start_h + ph * bin_h + iy * bin_h / grid_h)  # (PH, GH)
+        xs = (start_w + pw * bin_w + ix * bin_w / grid_w)  # (PW, GW)
+        y = ys[:, :, None, None].expand(pooled_h, grid_h, pooled_w, grid_w)
+        x = xs[None, None].expand(pooled_h, grid_h, pooled_w, grid_w)
+        yl, yh, xl, xh, w1, w2, w3, w4 = _bilinear_corners(y, x, height, width)
+        feat = input[int(roi[0])]  # (C, H, W)
+        vals = w1 * feat[:, yl, xl] + w2 * feat[:, yl, xh] + w3 * feat[:, yh, xl] + w4 * feat[:, yh, xh]
+        # (C, PH, GH, PW, GW) -> (C, PH, PW, GH*GW); the first maximum wins, as in mmcv's loop
+        vals = vals.permute(0, 1, 3, 2, 4).reshape(channels, pooled_h, pooled_w, grid_h * grid_w)
+        best = vals.max(dim=-1, keepdim=True).values
+        first = (vals == best).to(torch.int8).argmax(dim=-1)
+        best = best.squeeze(-1)
+        take = best > -10000.0
+        out[k] = torch.where(take, best, out[k])
+        sy = y.permute(0, 2, 1, 3).reshape(pooled_h, pooled_w, grid_h * grid_w)
+        sx = x.permute(0, 2, 1, 3).reshape(pooled_h, pooled_w, grid_h * grid_w)
+        arg_y[k] = torch.where(take, sy.expand(channels, -1, -1, -1).gather(-1, first[..., None]).squeeze(-1), -1.0)
+        arg_x[k] = torch.where(take, sx.expand(channels, -1, -1, -1).gather(-1, first[..., None]).squeeze(-1), -1.0)
+    return out, arg_y, arg_x
+
+
+def _roi_align_max_backward(grad_output: Tensor, rois: Tensor, arg_y: Tensor, arg_x: Tensor,
+                            grad_input: Tensor) -> None:
+    """Scatters each bin's gradient onto the 4 pixels around its argmax sample."""
+    height, width = grad_input.shape[-2:]
+    channels = grad_input.shape[1]
+    has = arg_y != -1.0
+    yl, yh, xl, xh, w1, w2, w3, w4 = _bilinear_corners(arg_y, arg_x, height, width)
+    batch_idx = rois[:, 0].long()[:, None, None, None].expand_as(arg_y)
+    chan = torch.arange(channels, device=arg_y.device)[None, :, None, None].expand_as(arg_y)
+    # One accumulate, bin by bin and corner by corner: mmcv's order of additions, so sums match.
+    rows = torch.stack([yl, yl, yh, yh], dim=-1)[has]
+    cols = torch.stack([xl, xh, xl, xh], dim=-1)[has]
+    vals = (grad_output[..., None] * torch.stack([w1, w2, w3, w4], dim=-1))[has]
+    grad_input.index_put_((batch_idx[has][:, None].expand_as(rows).reshape(-1),
+                           chan[has][:, None].expand_as(rows).reshape(-1), rows.reshape(-1), cols.reshape(-1)),
+                          vals.reshape(-1), accumulate=True)
+
+
+# --------------------------------------------------------------------------------- focal losses
+def _sigmoid_focal(logits: Tensor, target: Tensor, weight: Tensor, gamma: float, alpha: float) -> Tensor:
+    """Per-element sigmoid focal loss (N, C); class ``target[n]`` is positive (C means none)."""
+    num_classes = logits.shape[1]
+    pos = F.one_hot(target.clamp(max=num_classes), num_classes + 1)[:, :num_classes].to(logits.dtype)
+    p = logits.sigmoid()
+    loss = -alpha * pos * (1 - p).pow(gamma) * F.logsigmoid(logits) \
+        - (1 - alpha) * (1 - pos) * p.pow(gamma) * F.logsigmoid(-logits)
+    return loss * _per_sample_weight(weight, target, num_classes, logits)[:, None]
+
+
+def _per_sample_weight(weight: Tensor, target: Tensor, num_classes: int, like: Tensor) -> Tensor:
+    """mmcv scales sample n by ``weight[target[n]]``; background samples (target == C) keep 1."""
+    if weight.numel() == 0:
+        return torch.ones(target.shape, dtype=like.dtype, device=like.device)
+    padded = torch.cat([weight.to(like.dtype), weight.new_ones(1, dtype=like.dtype)])
+    return padded[target.clamp(max=num_classes)]
+
+
+def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, output: Tensor, *,
+                               gamma: float, alpha: float) -> None:
+    """Fills ``output`` (N, C) with the per-element loss of logits ``input`` (N, C)."""
+    CALLS['sigmoid_focal_loss_forward'] += 1
+    with torch.no_grad():
+        output.copy_(_sigmoid_focal(input, target, weight, gamma, alpha))
+
+
+def sigmoid_focal_loss_backward(input: Tensor, target: Tensor, weight: Tensor, grad_input: Tensor, *,
+                                gamma: float, alpha: float) -> None:
+    """Fills ``grad_input`` (N, C) with d(loss[n, c]) / d(input[n, c])."""
+    CALLS['sigmoid_focal_loss_backward'] += 1
+    with torch.enable_grad():
+        x = input.detach().requires_grad_(True)
+        grad, = torch.autograd.grad(_sigmoid_focal(x, target, weight, gamma, alpha).sum(), x)
+    grad_input.copy_(grad)
+
+
+def _softmax_focal(log_p: Tensor, target: Tensor, weight: Tensor, gamma: float, alpha: float) -> Tensor:
+    """Per-sample softmax focal loss (N,) from log-probabilities (N, C)."""
+    log_pt = log_p.gather(1, target[:, None]).squeeze(1)
+    loss = -alpha * (1 - log_pt.exp()).pow(gamma) * log_pt
+    return loss * _per_sample_weight(weight, target, log_p.shape[1], log_p)
+
+
+def softmax_focal_loss_forward(softmax: Tensor, target: Tensor, weight: Tensor, output: Tensor, *,
+                               gamma: float, alpha: float) -> None:
+    """Fills ``output`` (N,) from class probabilities ``softmax`` (N, C)."""
+    CALLS['softmax_focal_loss_forward'] += 1
+    with torch.no_grad():
+        log_p = softmax.clamp(min=torch.finfo(softmax.dtype).tiny).log()
+        output.copy_(_softmax_focal(log_p, target, weight, gamma, alpha))
+
+
+def softmax_focal_loss_backward(softmax: Tensor, target: Tensor, weight: Tensor, buff: Tensor,
+                                grad_input: Tensor, *, gamma: float, alpha: float) -> None:
+    """Fills ``grad_input`` (N, C) with the gradient w.r.t. the logits behind ``softmax``.
+
+    log(softmax) differs from those logits by a per-row constant, which softmax ignores, so the
+    gradient through it is the gradient w.r.t. the logits.
+    """
+    CALLS['softmax_focal_loss_backward'] += 1
+    with torch.enable_grad():
+        logits = softmax.detach().clamp(min=torch.finfo(softmax.dtype).tiny).log().requires_grad_(True)
+        loss = _softmax_focal(F.log_softmax(logits, dim=1), target, weight, gamma, alpha).sum()
+        grad, = torch.autograd.grad(loss, logits)
+    grad_input.copy_(grad)
