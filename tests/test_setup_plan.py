@@ -1,75 +1,155 @@
-"""tools/setup_env.sh's cache key: a change to any of the setup's inputs selects the from-scratch path.
+"""tools/setup_env.py in-process: its one decision, its keys, its pins and its error messages.
 
-``--plan`` says which path a setup would take (ready / snapshot / cached-mmcv / from-scratch)
-without changing anything; these tests run it on a copy of the setup's inputs with a fake cache.
+``--plan`` prints the same :func:`decide` the setup acts on, so testing ``decide`` and what
+:func:`observe` feeds it covers both.
 """
-import os
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-INPUTS = ['tools/setup_env.sh', 'tools/torch_cxx_std.py', 'requirements/build.txt', 'requirements/runtime.txt',
-          f'requirements/lock-py{sys.version_info[0]}.{sys.version_info[1]}.txt']
-
-
-def plan(root: Path, cache: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ('VIRTUAL_ENV', 'SETUP_FORCE', 'FORCE_CUDA')}
-    env.update(INLINE_DENSE_CACHE=str(cache), PYTHON=sys.executable)
-    out = subprocess.run(['bash', str(root / 'tools' / 'setup_env.sh'), '--plan'], env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return dict(re.findall(r'^([\w-]+): (.*)$', out, re.M))
 
 
 @pytest.fixture
-def checkout(tmp_path):
-    """A copy of the setup's inputs (and a README that is not one), with an empty cache beside it."""
-    root = tmp_path / 'repo'
-    for name in INPUTS + ['README.md']:
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, root / name)
-    return root, tmp_path / 'cache'
+def setup_env(load_tool):
+    return load_tool('setup_env')
 
 
-def cache_mmcv_wheel(info: dict) -> None:
-    wheels = Path(info['mmcv-wheels'])
-    wheels.mkdir(parents=True)
-    (wheels / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl').write_bytes(b'stand-in')
+@pytest.fixture
+def inputs(setup_env, tmp_path, monkeypatch):
+    """Copies of the setup's input files, swapped in for the real ones."""
+    copies = {}
+    for attr, path in (('LOCK', setup_env.LOCK), ('BUILD', setup_env.BUILD), ('CXX_PROBE', setup_env.CXX_PROBE)):
+        copies[attr] = tmp_path / path.name
+        shutil.copy(path, copies[attr])
+        monkeypatch.setattr(setup_env, attr, copies[attr])
+    return copies
 
 
-def test_empty_cache_means_from_scratch_and_a_cached_build_is_reused(checkout):
-    root, cache = checkout
-    first = plan(root, cache)
-    assert first['plan'] == 'from-scratch'
-    assert first['recipe'] in first['mmcv-wheels'] and first['recipe'] in first['snapshot']
-    cache_mmcv_wheel(first)
-    assert plan(root, cache)['plan'] == 'cached-mmcv'
-    snapshot = Path(first['snapshot'])
-    snapshot.mkdir(parents=True)
-    (snapshot / '.inline_dense_template').write_text('/somewhere/.venv\n')
-    assert plan(root, cache)['plan'] == 'snapshot'
+def test_decide(setup_env):
+    State, decide = setup_env.State, setup_env.decide
+    assert decide(State('lite', stamp='s', env_stamp='s')).action == 'ready'
+    assert decide(State('lite', stamp='s', env_stamp='s', force=True)).action == 'install'
+    assert decide(State('lite', stamp=None, env_stamp='s')).action == 'install'
+    assert decide(State('full', stamp='old', env_stamp='s')).action == 'compile-mmcv'
+    assert decide(State('full', stamp='old', env_stamp='s', mmcv_wheel=Path('w.whl'))).action == 'cached-mmcv'
+    assert decide(State('full', stamp='s', env_stamp='s', mmcv_wheel=None)).action == 'ready'
 
 
-@pytest.mark.parametrize('changed', INPUTS)
-def test_changing_an_input_selects_the_from_scratch_path(checkout, changed):
-    root, cache = checkout
-    before = plan(root, cache)
-    cache_mmcv_wheel(before)
-    assert plan(root, cache)['plan'] == 'cached-mmcv'
-    with open(root / changed, 'a') as f:
-        f.write('\n# changed\n')
-    after = plan(root, cache)
-    assert after['recipe'] != before['recipe']
-    assert after['plan'] == 'from-scratch', after
+def test_the_environment_stamp_follows_the_pins_and_the_flavour(setup_env, inputs, tmp_path):
+    venv = tmp_path / '.venv'
+    before = setup_env.env_stamp('lite', venv)
+    assert setup_env.env_stamp('lite', venv) == before
+    assert setup_env.env_stamp('full', venv) != before
+    assert setup_env.env_stamp('lite', tmp_path / 'other') != before
+    with open(inputs['LOCK'], 'a') as f:
+        f.write('# a changed pin file\n')
+    assert setup_env.env_stamp('lite', venv) != before
 
 
-def test_other_files_do_not_change_the_key(checkout):
-    root, cache = checkout
-    before = plan(root, cache)
-    with open(root / 'README.md', 'a') as f:
-        f.write('\nmore words\n')
-    assert plan(root, cache)['recipe'] == before['recipe']
+def test_the_mmcv_wheel_key_follows_what_changes_the_build_only(setup_env, inputs):
+    key = setup_env.mmcv_wheel_key('2.1.0', '2.14.1', '3.11', 'cpu')
+    assert setup_env.mmcv_wheel_key('2.1.0', '2.14.1', '3.11', 'cpu') == key
+    for other in (('2.1.0', '2.13.0', '3.11', 'cpu'), ('2.1.0', '2.14.1', '3.12', 'cpu'),
+                  ('2.1.0', '2.14.1', '3.11', 'cuda13.0')):
+        assert setup_env.mmcv_wheel_key(*other) != key
+    # The setup script's own text is no input of the build (a comment edit compiles nothing) ...
+    assert 'setup_env' not in key
+    # ... the build tools and the C++ standard probe are.
+    for name in ('BUILD', 'CXX_PROBE'):
+        with open(inputs[name], 'a') as f:
+            f.write('\n# changed\n')
+        changed = setup_env.mmcv_wheel_key('2.1.0', '2.14.1', '3.11', 'cpu')
+        assert changed != key
+        key = changed
+
+
+def test_compiled_ops_target(setup_env, monkeypatch):
+    monkeypatch.setenv('FORCE_CUDA', '1')
+    assert setup_env.compiled_ops_target('13.0', cuda_available=False) == 'cuda13.0'
+    monkeypatch.setenv('FORCE_CUDA', '0')
+    assert setup_env.compiled_ops_target('13.0', cuda_available=True) == 'cpu'
+    monkeypatch.delenv('FORCE_CUDA')
+    monkeypatch.setattr(setup_env.shutil, 'which', lambda name: None)
+    assert setup_env.compiled_ops_target('13.0', cuda_available=True) == 'cpu'  # no nvcc: no CUDA ops
+    monkeypatch.setattr(setup_env.shutil, 'which', lambda name: f'/usr/bin/{name}')
+    assert setup_env.compiled_ops_target('13.0', cuda_available=True) == 'cuda13.0'
+    assert setup_env.compiled_ops_target(None, cuda_available=False) == 'cpu'
+
+
+def test_cached_wheels_of_two_keys_live_side_by_side(setup_env, tmp_path):
+    built = tmp_path / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl'
+    built.write_bytes(b'stand-in')
+    first = setup_env.store_wheel(built, tmp_path / 'cache' / 'key-a')
+    second = setup_env.store_wheel(built, tmp_path / 'cache' / 'key-b')
+    assert first.exists() and second.exists()
+    assert setup_env.cached_wheel(tmp_path / 'cache' / 'key-a') == first
+    assert setup_env.cached_wheel(tmp_path / 'cache' / 'key-c') is None
+    assert not list((tmp_path / 'cache' / 'key-a').glob('.partial'))
+
+
+def test_plan_reads_the_machine_like_the_setup(setup_env, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv('VIRTUAL_ENV', str(tmp_path / 'venv'))  # not made yet
+    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
+    monkeypatch.setenv('MMCV', 'full')
+    assert setup_env.main(['--plan']) == 0
+    out = dict(line.split(': ', 1) for line in capsys.readouterr().out.splitlines())
+    assert out['plan'] == 'compile-mmcv' and out['mmcv'] == 'full (mmcv)'
+    wheel_dir = Path(out['mmcv-wheels'])
+    assert wheel_dir.parent == tmp_path / 'cache' / 'wheels'
+    (wheel_dir / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl').parent.mkdir(parents=True)
+    (wheel_dir / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl').write_bytes(b'stand-in')
+    assert setup_env.main(['--plan']) == 0
+    assert 'plan: cached-mmcv' in capsys.readouterr().out
+    monkeypatch.setenv('MMCV', 'lite')
+    assert setup_env.main(['--plan']) == 0
+    assert 'plan: install' in capsys.readouterr().out
+
+
+def test_bad_flavour_and_option_say_what_to_do(setup_env, monkeypatch, capsys):
+    monkeypatch.setenv('MMCV', 'compiled')
+    assert setup_env.main(['--plan']) == 1
+    assert 'use MMCV=lite' in capsys.readouterr().err
+    assert setup_env.main(['--plna']) == 2
+
+
+def test_pins(setup_env, tmp_path):
+    pins = setup_env.read_pins()
+    for name in ('torch', 'torchvision', 'mmcv', 'mmcv-lite', 'mmengine', 'mmdet', 'mmsegmentation', 'numpy'):
+        assert name in pins
+    reqs = setup_env.requested('lite', pins)
+    assert f'mmcv-lite=={pins["mmcv-lite"]}' in reqs and not [r for r in reqs if r.startswith('mmcv==')]
+    assert f'mmcv=={pins["mmcv"]}' in setup_env.requested('full', pins)
+    with pytest.raises(setup_env.SetupError, match='timm'):
+        setup_env.requested('lite', {k: v for k, v in pins.items() if k != 'timm'})
+    ranged = tmp_path / 'lock.txt'
+    ranged.write_text('numpy>=1.2\n')
+    with pytest.raises(setup_env.SetupError, match='not an exact pin'):
+        setup_env.read_pins(ranged)
+
+
+def test_the_runtime_requirements_agree_with_the_pins(setup_env):
+    """setup.py's ranges (requirements/runtime.txt) admit every pinned version."""
+    from packaging.requirements import Requirement
+    pins = setup_env.read_pins()
+    for line in (ROOT / 'requirements' / 'runtime.txt').read_text().splitlines():
+        line = line.split('#')[0].strip()
+        if line:
+            req = Requirement(line)
+            assert req.specifier.contains(pins[setup_env.normalise(req.name)], prereleases=True), line
+
+
+@pytest.mark.parametrize('output, cause', [
+    ('Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named pkg_resources\n',
+     'a Python error in a build step (not a network problem): ModuleNotFoundError: No module named pkg_resources'),
+    ('ERROR: ResolutionImpossible: ...', 'the pinned versions conflict'),
+    ('Max retries exceeded with url: /simple/torch/', 'the package index could not be reached'),
+    ('ERROR: No matching distribution found for torch==9.9', 'the index has no matching release'),
+    ('OSError: [Errno 28] No space left on device', 'the disk is full'),
+    ('something else', 'failed'),
+])
+def test_pip_failures_name_their_cause(setup_env, output, cause, tmp_path):
+    err = setup_env.explain_pip_failure('installing x', output, tmp_path / 'log')
+    assert str(err).startswith('installing x') and cause in str(err)
+    assert err.hints

@@ -65,6 +65,14 @@ def __getattr__(name: str) -> Callable:
     return _missing(name)
 
 
+def kernel_dtype(t: Tensor) -> torch.dtype:
+    """The dtype torchvision's kernels take for ``t``: they have no bfloat16 kernels, and no
+    float16 ones on CPU, so those run in float32 (what autocast would pick for these ops anyway)."""
+    if t.dtype == torch.bfloat16 or (t.dtype == torch.float16 and t.device.type == 'cpu'):
+        return torch.float32
+    return t.dtype
+
+
 # --------------------------------------------------------------------------------- nms
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) -> Tensor:
     """Indices (M,) int64 of the kept boxes, by decreasing score.
@@ -78,8 +86,7 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) ->
     CALLS['nms'] += 1
     if offset not in (0, 1):
         raise ValueError(f'nms: offset must be 0 or 1, got {offset}')
-    work_dtype = torch.float32 if boxes.dtype in (torch.float16, torch.bfloat16) and boxes.device.type == 'cpu' \
-        else boxes.dtype
+    work_dtype = kernel_dtype(boxes)
     boxes = boxes.to(work_dtype)
     if offset:
         boxes = torch.cat([boxes[:, :2], boxes[:, 2:] + 1], dim=1)
@@ -100,6 +107,7 @@ def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Ten
     CALLS['roi_align_forward'] += 1
     if rois.numel() == 0:
         return
+    input = input.to(kernel_dtype(input))
     if pool_mode == 1:
         out = torch.ops.torchvision.roi_align(input, rois.to(input.dtype), float(spatial_scale), aligned_height,
                                               aligned_width, int(sampling_ratio), bool(aligned))
@@ -120,13 +128,19 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
     if rois.numel() == 0:
         return
     batch, channels, height, width = grad_input.shape
+    grad_output = grad_output.to(kernel_dtype(grad_output))
     if pool_mode == 1:
         grad = torch.ops.torchvision._roi_align_backward(
             grad_output, rois.to(grad_output.dtype), float(spatial_scale), aligned_height, aligned_width, batch,
             channels, height, width, int(sampling_ratio), bool(aligned))
         grad_input.add_(grad)
         return
-    _roi_align_max_backward(grad_output, rois, argmax_y, argmax_x, grad_input)
+    if grad_input.dtype == grad_output.dtype:
+        _roi_align_max_backward(grad_output, rois, argmax_y, argmax_x, grad_input)
+    else:
+        grad = torch.zeros_like(grad_input, dtype=grad_output.dtype)
+        _roi_align_max_backward(grad_output, rois, argmax_y.to(grad.dtype), argmax_x.to(grad.dtype), grad)
+        grad_input.add_(grad)
 
 
 def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> Tuple[Tensor, ...]:
