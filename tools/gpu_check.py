@@ -39,6 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                    'then exit')
     p.add_argument('--fixtures-from', metavar='DIR', action='append',
                    help='with --prepare: where the fixtures are (default ../shared/fixtures, then tests/data/fixtures)')
+    p.add_argument('--python-version', default='3.12', help="with --prepare: the GPU machine's Python (default 3.12)")
     p.add_argument('--wheels', metavar='DIR', help='install the wheels of DIR offline first, and read its fixtures')
     p.add_argument('--site', default='/tmp/inline_dense_gpu_site', help='where --wheels installs them')
     p.add_argument('--out', metavar='DIR', help='where gpu_check.json and gpu_check.md go')
@@ -47,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--steps', nargs='+', choices=STEPS, default=list(STEPS), help='which steps, in order')
     p.add_argument('--fixtures', metavar='DIR', help='fixture folder (default: WHEELS/fixtures, else '
                                                     'tests/data/fixtures)')
-    p.add_argument('--time-limit', type=float, default=450, help='seconds for all steps together (default 450)')
+    p.add_argument('--time-limit', type=float, default=420, help='seconds for all steps together (default 420)')
     args = p.parse_args(argv)
     if not args.prepare and not args.out:
         p.error('give --out DIR (run the check) or --prepare DIR (make the wheel folder)')
@@ -57,7 +58,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def prepare(args: argparse.Namespace, wheels) -> int:
     sources = [Path(d) for d in args.fixtures_from] if args.fixtures_from else None
     try:
-        report = wheels.prepare_wheel_folder(Path(args.prepare), fixture_sources=sources)
+        report = wheels.prepare_wheel_folder(Path(args.prepare), fixture_sources=sources, python=args.python_version)
     except wheels.WheelFolderError as err:
         print(f'[gpu_check] ERROR: {err}', file=sys.stderr)
         return 1
@@ -69,7 +70,8 @@ def prepare(args: argparse.Namespace, wheels) -> int:
 def install(args: argparse.Namespace, wheels) -> dict:
     """Checks the carried folder's requirement closure and installs it offline; a row for the results."""
     t0 = time.time()
-    row = dict(name='wheels', folder=args.wheels, unmet=wheels.unmet_requirements(Path(args.wheels)))
+    python = f'{sys.version_info.major}.{sys.version_info.minor}'
+    row = dict(name='wheels', folder=args.wheels, unmet=wheels.unmet_requirements(Path(args.wheels), python=python))
     res = wheels.install_offline(Path(args.wheels), Path(args.site))
     row.update(installed=res.returncode == 0, seconds=round(time.time() - t0, 1),
                ok=res.returncode == 0 and not row['unmet'])

@@ -31,6 +31,15 @@ def table(rows: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
+def groups(rows: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    """Rows with the same fields (an error field aside) together: one table each, in the order
+    in which each kind of row first came."""
+    out: Dict[frozenset, List[Dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(frozenset(set(row) - {'error'}), []).append(row)
+    return list(out.values())
+
+
 class Results:
     """``meta`` (machine, plan), then per step its rows, status and seconds; ``save()`` writes
     ``gpu_check.json`` and ``gpu_check.md`` into ``out_dir`` (atomically: a kill mid-write
@@ -65,8 +74,8 @@ class Results:
                       + (f', {entry["seconds"]} s' if entry['seconds'] is not None else '')]
             if entry.get('error'):
                 lines += ['', f'**{cell(entry["error"])}**']
-            if entry['rows']:
-                lines += [''] + table(entry['rows'])
+            for group in groups(entry['rows']):
+                lines += [''] + table(group)
         return '\n'.join(lines) + '\n'
 
     def save(self) -> None:

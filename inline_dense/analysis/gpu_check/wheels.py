@@ -69,10 +69,15 @@ GPU_MACHINE_VERSIONS = {'torch': '2.11.0', 'torchvision': '0.26.0', 'numpy': '2.
 # A requirement on the key is met by the value: the same import name (cv2) without GUI libraries.
 SATISFIED_BY = {'opencv-python': 'opencv-python-headless'}
 
-# Python 3.12 on x86-64 Linux; an empty extra turns off every 'extra == ...' requirement.
-TARGET_ENV = dict(python_version='3.12', python_full_version='3.12.3', sys_platform='linux',
-                  platform_system='Linux', platform_machine='x86_64', os_name='posix',
-                  implementation_name='cpython', platform_python_implementation='CPython', extra='')
+PYTHON = '3.12'  # the GPU machine's
+
+
+def target_env(python: str = PYTHON) -> Dict[str, str]:
+    """Marker values of CPython ``python`` on x86-64 Linux; the empty extra turns off every
+    'extra == ...' requirement."""
+    return dict(python_version=python, python_full_version=f'{python}.0', sys_platform='linux',
+                platform_system='Linux', platform_machine='x86_64', os_name='posix',
+                implementation_name='cpython', platform_python_implementation='CPython', extra='')
 PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64', 'manylinux_2_24_x86_64',
              'manylinux_2_17_x86_64', 'manylinux2014_x86_64', 'manylinux1_x86_64')
 FIXTURES = ('mmcv_ops_reference.pt',)
@@ -106,12 +111,13 @@ def read_lock(path: Path = LOCK_FILE) -> Dict[str, str]:
     return pins
 
 
-def applies(req: Requirement, env: Mapping[str, str] = TARGET_ENV) -> bool:
-    """Whether ``req`` applies on the GPU machine (markers for Python 3.12 Linux x86-64; extras off)."""
-    return req.marker is None or Marker(str(req.marker)).evaluate(dict(env))
+def applies(req: Requirement, python: str = PYTHON) -> bool:
+    """Whether ``req`` applies on the GPU machine (its markers for CPython ``python`` on Linux
+    x86-64; extras off)."""
+    return req.marker is None or Marker(str(req.marker)).evaluate(target_env(python))
 
 
-def read_wheel(path: Path) -> Wheel:
+def read_wheel(path: Path, python: str = PYTHON) -> Wheel:
     """Name, version and applicable ``Requires-Dist`` of a wheel file, from its METADATA."""
     name, version, _, _ = parse_wheel_filename(path.name)
     with zipfile.ZipFile(path) as zf:
@@ -120,15 +126,15 @@ def read_wheel(path: Path) -> Wheel:
             raise WheelFolderError(f'{path.name} has no .dist-info/METADATA: not a wheel; delete it and prepare again.')
         meta = email.parser.Parser().parsestr(zf.read(meta_name).decode('utf-8'), headersonly=True)
     requires = [Requirement(r) for r in meta.get_all('Requires-Dist') or []]
-    return Wheel(canonicalize_name(name), str(version), path, [r for r in requires if applies(r)])
+    return Wheel(canonicalize_name(name), str(version), path, [r for r in requires if applies(r, python)])
 
 
-def read_folder(folder: Path) -> Dict[str, Wheel]:
+def read_folder(folder: Path, python: str = PYTHON) -> Dict[str, Wheel]:
     """The folder's wheels by normalised name; two versions of one package are an error (pip
     would refuse to install both)."""
     wheels: Dict[str, Wheel] = {}
     for path in sorted(Path(folder).glob('*.whl')):
-        wheel = read_wheel(path)
+        wheel = read_wheel(path, python)
         if wheel.name in wheels:
             raise WheelFolderError(f'{folder} holds two wheels of {wheel.name}: {wheels[wheel.name].path.name} and '
                                    f'{path.name}; delete the folder and prepare it again.')
@@ -168,22 +174,24 @@ def unmet(wheels: Mapping[str, Wheel], machine: Iterable[str] = GPU_MACHINE_PACK
     return out
 
 
-def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS) -> List[str]:
+def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS, python: str = PYTHON) -> List[str]:
     """What the folder leaves unsatisfied, one sentence each (empty: complete): roots it lacks
     (each must travel), and requirements of its wheels that nothing meets."""
-    wheels = read_folder(folder)
+    wheels = read_folder(folder, python)
     messages = [f'{name} ({ROOTS.get(name, "needed by the check")}) is not in {folder}'
                 for name in map(canonicalize_name, roots) if name not in wheels]
     messages += [f'{owner} needs {req}: {why}' for owner, req, why in unmet(wheels)]
     return messages
 
 
-def pip_download(specs: Sequence[str], dest: Path, binary: bool = True) -> subprocess.CompletedProcess:
-    """``pip download --no-deps`` of ``specs`` into ``dest``: Python 3.12 manylinux x86-64 wheels,
-    or (``binary=False``) sdists."""
+def pip_download(specs: Sequence[str], dest: Path, binary: bool = True,
+                 python: str = PYTHON) -> subprocess.CompletedProcess:
+    """``pip download --no-deps`` of ``specs`` into ``dest``: CPython ``python`` manylinux
+    x86-64 wheels, or (``binary=False``) sdists."""
     cmd = [sys.executable, '-m', 'pip', 'download', '--no-deps', '--disable-pip-version-check', '-q', '-d', str(dest)]
     if binary:
-        cmd += ['--only-binary=:all:', '--python-version', '3.12', '--implementation', 'cp', '--abi', 'cp312']
+        cmd += ['--only-binary=:all:', '--python-version', python, '--implementation', 'cp',
+                '--abi', 'cp' + python.replace('.', '')]
         for platform in PLATFORMS:
             cmd += ['--platform', platform]
     else:
@@ -193,7 +201,7 @@ def pip_download(specs: Sequence[str], dest: Path, binary: bool = True) -> subpr
 
 def build_pure_wheel(source: Path, dest: Path) -> Path:
     """A wheel of ``source`` (an sdist or a project folder) built here with ``pip wheel --no-deps``;
-    it must be pure Python (``*-none-any.whl``), since a binary one built here would not fit 3.12."""
+    it must be pure Python (``*-none-any.whl``): a binary one built here need not fit the GPU machine."""
     with tempfile.TemporaryDirectory() as tmp:
         res = subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--disable-pip-version-check', '-q',
                               '-w', tmp, str(source)], capture_output=True, text=True)
@@ -203,17 +211,17 @@ def build_pure_wheel(source: Path, dest: Path) -> Path:
         _, _, _, tags = parse_wheel_filename(built[0].name)
         if not all(t.abi == 'none' and t.platform == 'any' for t in tags):
             raise WheelFolderError(f'{source} builds {built[0].name}, a binary wheel for this machine, not the GPU '
-                                   f"machine's Python 3.12: find a manylinux cp312 wheel of it or drop it.")
+                                   f"machine: find a manylinux wheel of it or drop it.")
         target = Path(dest) / built[0].name
         shutil.move(str(built[0]), target)
     return target
 
 
-def fetch(name: str, version: str, dest: Path) -> Path:
+def fetch(name: str, version: str, dest: Path, python: str = PYTHON) -> Path:
     """The wheel of ``name==version`` in ``dest``: a binary/pure wheel from the index, else the
     sdist built here (pure packages only)."""
     spec = f'{name}=={version}'
-    res = pip_download([spec], dest)
+    res = pip_download([spec], dest, python=python)
     found = [p for p in Path(dest).glob('*.whl') if canonicalize_name(parse_wheel_filename(p.name)[0]) == name]
     if res.returncode == 0 and found:
         return found[0]
@@ -221,21 +229,21 @@ def fetch(name: str, version: str, dest: Path) -> Path:
         sdist = pip_download([spec], Path(tmp), binary=False)
         sources = [p for p in Path(tmp).iterdir() if p.name.endswith(('.tar.gz', '.zip'))]
         if sdist.returncode or not sources:
-            raise WheelFolderError(f'no Python 3.12 manylinux x86-64 wheel and no sdist of {spec} on the index '
+            raise WheelFolderError(f'no manylinux x86-64 wheel for Python {python} and no sdist of {spec} on the index '
                                    f'(pip: {(res.stderr or sdist.stderr).strip()[-600:]}); check the network/index '
                                    f'or the pin in {LOCK_FILE}.')
         return build_pure_wheel(sources[0], dest)
 
 
 def fill_closure(dest: Path, pins: Mapping[str, str], roots: Iterable[str] = ROOTS,
-                 log=print) -> Dict[str, Wheel]:
+                 log=print, python: str = PYTHON) -> Dict[str, Wheel]:
     """Downloads the roots, then every requirement of the folder's wheels that the machine lacks
     (a root travels even when the machine has a package of that name: its version matters),
     until nothing is missing. Versions come from ``pins``."""
     dest.mkdir(parents=True, exist_ok=True)
     wanted = [canonicalize_name(r) for r in roots]
     while True:
-        wheels = read_folder(dest)
+        wheels = read_folder(dest, python)
         todo = [n for n in wanted if n not in wheels]
         for owner, req, why in unmet(wheels):
             name = canonicalize_name(req.name)
@@ -251,9 +259,9 @@ def fill_closure(dest: Path, pins: Mapping[str, str], roots: Iterable[str] = ROO
             raise WheelFolderError(f'{missing} must travel to the GPU machine but {LOCK_FILE} has no pin for them; '
                                    f'add them to the lock (bash tools/setup_env.sh --update-lock).')
         log(f'[wheels] {" ".join(f"{n}=={pins[n]}" for n in todo)}')
-        if pip_download([f'{n}=={pins[n]}' for n in todo], dest).returncode:  # one call; else one by one
+        if pip_download([f'{n}=={pins[n]}' for n in todo], dest, python=python).returncode:  # else one by one
             for name in todo:
-                fetch(name, pins[name], dest)
+                fetch(name, pins[name], dest, python)
         wanted = []
 
 
@@ -283,13 +291,13 @@ def folder_size(folder: Path) -> int:
 
 
 def prepare_wheel_folder(dest: Path, lock: Path = LOCK_FILE, fixture_sources: Optional[Sequence[Path]] = None,
-                         log=print) -> Dict[str, object]:
+                         log=print, python: str = PYTHON) -> Dict[str, object]:
     """Fills ``dest`` with the closure's wheels and the fixtures; returns what it holds and its size.
     Raises :class:`WheelFolderError` when the result leaves a requirement unmet."""
     dest = Path(dest)
-    wheels = fill_closure(dest, read_lock(lock), log=log)
+    wheels = fill_closure(dest, read_lock(lock), log=log, python=python)
     fixtures = copy_fixtures(dest, fixture_sources or default_fixture_sources())
-    problems = unmet_requirements(dest)
+    problems = unmet_requirements(dest, python=python)
     if problems:
         raise WheelFolderError('the wheel folder is incomplete:\n  ' + '\n  '.join(problems))
     return dict(folder=str(dest), wheels=sorted(w.path.name for w in wheels.values()),
