@@ -1,7 +1,9 @@
 """The wheel folder for the GPU machine: its requirement check (markers, extras, versions, the
 opencv stand-in) on hand-made wheels, the download loop on a fake index, and, with the package
 index, the real folder: complete, pinned by the lock, small enough to travel."""
+import shutil
 import subprocess
+import tarfile
 import zipfile
 from pathlib import Path
 from typing import Dict, List
@@ -77,21 +79,41 @@ def test_fill_closure_downloads_what_the_machine_lacks(tmp_path, monkeypatch):
     got = wheels.fill_closure(tmp_path / 'out', pins, roots=['alpha', 'setuptools'], log=lambda _: None)
     assert sorted(got) == ['alpha', 'beta', 'setuptools']
     assert calls == [['alpha==1.0', 'setuptools==80.9.0'], ['beta==2.0']]
+    pins['beta'] = '2.1'  # the lock moved on: the old wheel goes, the new one comes
+    make_wheel(index, 'beta', '2.1', [])
+    got = wheels.fill_closure(tmp_path / 'out', pins, roots=['alpha', 'setuptools'], log=lambda _: None)
+    assert got['beta'].version == '2.1' and calls[-1] == ['beta==2.1']
+    assert not (tmp_path / 'out' / 'beta-2.0-py3-none-any.whl').exists()
     with pytest.raises(wheels.WheelFolderError, match='unpinned'):
         wheels.fill_closure(tmp_path / 'out2', pins, roots=['gamma'], log=lambda _: None)
 
 
 @pytest.mark.slow
-def test_sdist_only_package_is_built_into_a_pure_wheel(tmp_path):
-    project = tmp_path / 'tinypkg'
+def test_sdist_only_package_is_built_into_a_pure_wheel(tmp_path, monkeypatch):
+    """No wheel on the (fake) index, an sdist: ``fetch`` builds it here into a pure wheel."""
+    project = tmp_path / 'tinypkg-0.1'
     (project / 'tinypkg').mkdir(parents=True)
     (project / 'tinypkg' / '__init__.py').write_text('VALUE = 1\n')
     (project / 'pyproject.toml').write_text('[build-system]\nrequires = ["setuptools>=61"]\n'
                                             'build-backend = "setuptools.build_meta"\n'
                                             '[project]\nname = "tinypkg"\nversion = "0.1"\n'
                                             'dependencies = ["addict"]\n')
-    built = wheels.build_pure_wheel(project, tmp_path)
-    assert built.name == 'tinypkg-0.1-py3-none-any.whl'
+    sdist = tmp_path / 'tinypkg-0.1.tar.gz'
+    with tarfile.open(sdist, 'w:gz') as tf:
+        tf.add(project, arcname=project.name)
+
+    def fake_download(specs, dest, binary=True, python=wheels.PYTHON):
+        assert specs == ['tinypkg==0.1']
+        if binary:
+            return subprocess.CompletedProcess([], 1, '', 'ERROR: No matching distribution found')
+        shutil.copy(sdist, dest)
+        return subprocess.CompletedProcess([], 0, '', '')
+
+    monkeypatch.setattr(wheels, 'pip_download', fake_download)
+    out = tmp_path / 'out'
+    out.mkdir()
+    built = wheels.fetch('tinypkg', '0.1', out)
+    assert built == out / 'tinypkg-0.1-py3-none-any.whl'
     assert [str(r) for r in wheels.read_wheel(built).requires] == ['addict']
 
 

@@ -44,7 +44,7 @@ class CheckPlan:
     detectors: Dict[str, str] = field(default_factory=lambda: dict(DETECTORS))
     detector_size: HW = (800, 1344)
     detector_options: Dict[str, Any] = field(default_factory=dict)  # merged into both detector configs
-    fp16_steps: int = 4
+    fp16_steps: int = 8  # a step that overflows halves the scale: room for it to settle
     toy_args: List[str] = field(default_factory=list)
     toy_data: Dict[str, int] = field(default_factory=dict)
     # seconds each step may run (the whole check is also cut at its time limit)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -114,7 +113,7 @@ def read_lock(path: Path = LOCK_FILE) -> Dict[str, str]:
 def applies(req: Requirement, python: str = PYTHON) -> bool:
     """Whether ``req`` applies on the GPU machine (its markers for CPython ``python`` on Linux
     x86-64; extras off)."""
-    return req.marker is None or Marker(str(req.marker)).evaluate(target_env(python))
+    return req.marker is None or req.marker.evaluate(target_env(python))
 
 
 def read_wheel(path: Path, python: str = PYTHON) -> Wheel:
@@ -241,6 +240,10 @@ def fill_closure(dest: Path, pins: Mapping[str, str], roots: Iterable[str] = ROO
     (a root travels even when the machine has a package of that name: its version matters),
     until nothing is missing. Versions come from ``pins``."""
     dest.mkdir(parents=True, exist_ok=True)
+    for wheel in read_folder(dest, python).values():  # from an older lock: replaced
+        if pins.get(wheel.name) != wheel.version:
+            log(f'[wheels] removing {wheel.path.name} (the lock pins {pins.get(wheel.name)})')
+            wheel.path.unlink()
     wanted = [canonicalize_name(r) for r in roots]
     while True:
         wheels = read_folder(dest, python)
