@@ -65,10 +65,10 @@ def gpu_plan(fixtures: str, out_dir: str, device: str = 'cuda') -> CheckPlan:
 
 
 def dry_run_plan(fixtures: str, out_dir: str, device: str = 'cpu') -> CheckPlan:
-    """The same steps at toy sizes, one timed run each, the toy demo cut to 2 iterations on 8
+    """The same steps at toy sizes, one timed run each (no warm-up), the toy demo cut to 2 iterations on 8
     images, one CPU thread (the tensors are tiny and the cores may be shared)."""
     return CheckPlan(
-        device=device, dry_run=True, fixtures=fixtures, out_dir=out_dir, warmup=1, runs=1, threads=1,
+        device=device, dry_run=True, fixtures=fixtures, out_dir=out_dir, warmup=0, runs=1, threads=1,
         amp_dtype='float32', fp16_dtype='float32',
         attn_error=(96, 3, (12, 20)),
         attn_shapes={'stage1': (96, 3, (12, 20)), 'stage3': (384, 12, (3, 5))},
