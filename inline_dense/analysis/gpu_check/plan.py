@@ -22,8 +22,9 @@ class CheckPlan:
     ``attn_error``: the one compared with the CPU reference (batch 1) and checked finite.
     ``amp_dtype``: autocast dtype of the backbone and detector steps; ``fp16_dtype``: of the
     detector's loss-scaled steps. The CPU dry run sets both to float32 (autocast off, the
-    GradScaler still on): mmcv's/torchvision's CPU RoIAlign backward has no bfloat16 kernel,
-    and float16 on a CPU is ~50x slower. The attention step covers both autocasts on the CPU too.
+    GradScaler still on), to stay within its time: a float16 Mask R-CNN step runs ~50x slower on
+    a CPU (and torchvision's CPU RoIAlign backward has no bfloat16 kernel of its own). The
+    attention step runs both autocasts on the CPU too.
     ``threads``: torch CPU threads of the workers (None: torch's default).
     """
     device: str = 'cuda'
