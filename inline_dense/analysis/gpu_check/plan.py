@@ -1,0 +1,96 @@
+"""What the GPU check measures and at which sizes: the real plan for a GPU, and the dry run's
+tiny one, which walks the same code on a CPU in well under two minutes."""
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+HW = Tuple[int, int]
+STEPS = ('ops', 'attention', 'backbones', 'detector', 'toy')
+# Swin-T's stage 1 and stage 3 attention: (channels, heads, tokens grid at 1600x2688 input).
+STAGE1 = (96, 3, (400, 672))
+STAGE3 = (384, 12, (100, 168))
+BACKBONES = ('inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t', 'inline-cswin-t')
+DETECTORS = {'mask-rcnn inline-swin-t': 'configs/mask_rcnn/mask-rcnn_inline-swin-t_fpn_1x_coco.py',
+             'mask-rcnn swin-t': 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'}
+
+
+@dataclass
+class CheckPlan:
+    """Sizes and repetitions of every step; ``device`` 'cuda' or 'cpu'.
+
+    ``attn_shapes``: name -> (channels, heads, (h, w)) of the InLine layers timed;
+    ``attn_error``: the one compared with the CPU reference (batch 1) and checked finite.
+    ``amp_dtype``: autocast dtype of the backbone and detector steps; ``fp16_dtype``: of the
+    detector's loss-scaled steps. The CPU dry run sets both to float32 (autocast off, the
+    GradScaler still on), to stay within its time: a float16 Mask R-CNN step runs ~50x slower on
+    a CPU (and torchvision's CPU RoIAlign backward has no bfloat16 kernel of its own). The
+    attention step runs both autocasts on the CPU too.
+    ``threads``: torch CPU threads of the workers (None: torch's default).
+    """
+    device: str = 'cuda'
+    dry_run: bool = False
+    fixtures: str = ''
+    out_dir: str = ''
+    warmup: int = 3
+    runs: int = 10
+    batch: int = 2
+    threads: Optional[int] = None
+    amp_dtype: str = 'bfloat16'
+    fp16_dtype: str = 'float16'
+    attn_error: Tuple[int, int, HW] = STAGE1
+    attn_shapes: Dict[str, Tuple[int, int, HW]] = field(default_factory=lambda: {'stage1': STAGE1,
+                                                                                 'stage3': STAGE3})
+    backbones: Tuple[str, ...] = BACKBONES
+    backbone_sizes: Tuple[HW, ...] = ((800, 1344), (1600, 2688))
+    detectors: Dict[str, str] = field(default_factory=lambda: dict(DETECTORS))
+    detector_size: HW = (800, 1344)
+    detector_options: Dict[str, Any] = field(default_factory=dict)  # merged into both detector configs
+    fp16_steps: int = 8  # a step that overflows halves the scale: room for it to settle
+    toy_args: List[str] = field(default_factory=list)
+    toy_data: Dict[str, int] = field(default_factory=dict)
+    # seconds each step may run (the whole check is also cut at its time limit)
+    budgets: Dict[str, float] = field(default_factory=lambda: dict(ops=60, attention=90, backbones=150,
+                                                                   detector=100, toy=150))
+
+    def to_json(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> 'CheckPlan':
+        return cls(**data)
+
+
+def gpu_plan(fixtures: str, out_dir: str, device: str = 'cuda') -> CheckPlan:
+    """The check as the issue asks it on an H200: detection resolutions, batch 2."""
+    return CheckPlan(device=device, fixtures=fixtures, out_dir=out_dir)
+
+
+def dry_run_plan(fixtures: str, out_dir: str, device: str = 'cpu') -> CheckPlan:
+    """The same steps at toy sizes, one timed run each (no warm-up), the toy demo cut to 2 iterations on 8
+    images, one CPU thread (the tensors are tiny and the cores may be shared)."""
+    return CheckPlan(
+        device=device, dry_run=True, fixtures=fixtures, out_dir=out_dir, warmup=0, runs=1, threads=1,
+        amp_dtype='float32', fp16_dtype='float32',
+        attn_error=(96, 3, (12, 20)),
+        attn_shapes={'stage1': (96, 3, (12, 20)), 'stage3': (384, 12, (3, 5))},
+        backbone_sizes=((32, 64), (64, 64)), detector_size=(64, 96), fp16_steps=1,
+        detector_options={'model.train_cfg.rcnn.sampler.num': 64, 'model.train_cfg.rpn_proposal.max_per_img': 100},
+        toy_args=['--max-iters', '2', '--num-pictures', '1', '--cfg-options', 'train_dataloader.batch_size=2',
+                  'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
+                  'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
+                  'default_hooks.logger.interval=1'],
+        toy_data=dict(num_train=8, num_val=3, image_size=64),
+        budgets=dict(ops=60, attention=60, backbones=90, detector=90, toy=90))
+
+
+def fixture_path(plan: CheckPlan, name: str) -> str:
+    path = os.path.join(plan.fixtures, name)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'{path} not found: prepare the wheel folder (python tools/gpu_check.py --prepare '
+                                f'gpu_wheels) and pass --wheels gpu_wheels, or --fixtures DIR holding {name}.')
+    return path
+
+
+def resolve_detector_config(path: str, repo_root: str) -> Optional[str]:
+    """A config path relative to the checkout made absolute; 'pkg::' paths are left as they are."""
+    return path if '::' in path else os.path.join(repo_root, path)
