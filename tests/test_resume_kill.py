@@ -258,6 +258,14 @@ def test_checkpoint_helpers(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth', 'last_checkpoint']
 
 
+def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
+    from inline_dense.engine import atomic_write_text
+    (tmp_path / 'last_checkpoint').mkdir()  # os.replace onto a directory fails
+    with pytest.raises(OSError):
+        atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
+    assert os.listdir(tmp_path) == ['last_checkpoint']
+
+
 def test_derived_seeds_depend_on_step_and_rank():
     from inline_dense.engine import derived_seed
     seeds = {derived_seed(0, 'iter', i) for i in range(100)}

@@ -6,10 +6,11 @@ from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
 from mmengine.logging import print_log
+from mmengine.runner import CheckpointLoader
 from torch import nn
 
 from . import safe_unpickle
-from .sources import resolve
+from .sources import SCHEME, resolve
 
 StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -176,3 +177,28 @@ def _summary(keys: List[str]) -> str:
         name = k.rsplit('.', 1)[0].split('.')[0] if k.startswith(('head', 'out_norms')) else k.rsplit('.', 1)[-1]
         groups[name] = groups.get(name, 0) + 1
     return ', '.join(f'{n} x{c}' if c > 1 else n for n, c in groups.items())
+
+
+def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
+    """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
+    ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
+    in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""
+    path = resolve(filename)
+    obj = read_checkpoint(path, map_location=map_location or 'cpu')
+    chosen, which = select_weights(obj, 'auto', repr(path))
+    rest = {k: v for k, v in obj.items() if k not in ('model', 'state_dict', 'state_dict_ema', 'model_ema')}
+    meta = dict(rest['meta']) if isinstance(rest.get('meta'), dict) else {}
+    meta.update(inline_weights=which, inline_source=path)
+    return {**rest, 'state_dict': dict(chosen), 'meta': meta}
+
+
+_registered = False
+
+
+def register_mmengine_scheme() -> None:
+    """Registers ``inline://`` with mmengine's ``CheckpointLoader`` (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline, force=True)
+    _registered = True

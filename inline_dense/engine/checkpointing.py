@@ -18,7 +18,7 @@ import glob
 import os
 import os.path as osp
 import re
-import zipfile
+from pathlib import Path
 from typing import List, Optional
 
 from mmengine.dist import is_main_process
@@ -27,17 +27,8 @@ from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
 
-TMP_PREFIX = '.tmp-'
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    """Writes ``text`` to ``path`` so that readers see the old or the new content, never a part."""
-    tmp = osp.join(osp.dirname(path) or '.', f'{TMP_PREFIX}{osp.basename(path)}.{os.getpid()}')
-    with open(tmp, 'w') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+from ..checkpoint.atomic import TMP_PREFIX, atomic_write_text, commit
+from ..checkpoint.download import archive_problem
 
 
 def is_complete_checkpoint(path: Optional[str]) -> bool:
@@ -46,13 +37,7 @@ def is_complete_checkpoint(path: Optional[str]) -> bool:
     A truncated write loses the zip central directory at the end of the file, so opening
     it fails; the tensors are not read.
     """
-    if not path or not osp.isfile(path):
-        return False
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return any(name.endswith('data.pkl') for name in zf.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
+    return bool(path) and osp.isfile(path) and archive_problem(Path(path), thorough=False) is None
 
 
 def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pth') -> Optional[str]:
@@ -112,16 +97,19 @@ class AtomicCheckpointHook(CheckpointHook):
         # the kept list goes into the checkpoint (a resumed run deletes what it lists) ...
         dropped = self._update_kept(runner, step)
         tmp_name = f'{TMP_PREFIX}{ckpt_filename}'
-        runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
-                               save_optimizer=self.save_optimizer,
-                               save_param_scheduler=self.save_param_scheduler, meta=meta,
-                               by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        tmp_path = osp.join(self.out_dir, tmp_name)
+        try:
+            runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
+                                   save_optimizer=self.save_optimizer,
+                                   save_param_scheduler=self.save_param_scheduler, meta=meta,
+                                   by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        except BaseException:
+            if is_main_process() and osp.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
         if not is_main_process():
             return
-        tmp_path = osp.join(self.out_dir, tmp_name)
-        with open(tmp_path, 'rb+') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp_path, self.last_ckpt)
+        commit(tmp_path, self.last_ckpt)
         atomic_write_text(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
         # ... but the files beyond max_keep_ckpts are deleted only now that the new one is safe
         for old_step in dropped:
