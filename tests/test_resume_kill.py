@@ -322,8 +322,9 @@ def logged(work_dir, key):
 
 @pytest.mark.slow
 def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
-    """tools/train.py on the toy RetinaNet config (random flips, 2 images per batch), killed
-    with SIGKILL after iteration 4 and resumed with --resume: same weights, same mAP."""
+    """tools/train.py on the toy RetinaNet config as shipped (no fixed seed, a persistent data
+    worker, random flips), killed with SIGKILL after iteration 4, its work directory moved, and
+    resumed there with --resume: same weights, same losses, same mAP as an uninterrupted run."""
     pytest.importorskip('mmdet')
     from mmengine.config import Config
     from inline_dense.toy_data import make_toy_coco
@@ -339,7 +340,7 @@ custom_hooks = [dict(type='DeterministicResumeHook'), dict(type='InLinePaddingMa
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=1),
                      logger=dict(type='LoggerHook', interval=1))
 train_cfg = dict(max_iters={TOY_ITERS}, val_interval={TOY_ITERS})
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False)
+train_dataloader = dict(batch_size=2)  # the shipped sampler and data worker, no fixed seed
 # with a Resize, so that the meta information holds the scale_factor RetinaNet's predict needs
 test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
                  dict(type='Resize', scale=(64, 64), keep_ratio=True),
@@ -348,12 +349,15 @@ test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', wi
 val_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 model = dict(test_cfg=dict(score_thr=0.0))
-randomness = dict(seed=0, deterministic=True)
 ''')
-    toy_train(tmp_path, config, tmp_path / 'whole')
-    toy_train(tmp_path, config, tmp_path / 'killed', kill_after=4)
-    assert pointer(tmp_path / 'killed').endswith('iter_4.pth')
+    assert (Config.fromfile(base).get('randomness') or {}).get('seed') is None  # as shipped: no fixed seed
+    toy_train(tmp_path, config, tmp_path / 'first', kill_after=4)
+    assert pointer(tmp_path / 'first').endswith('iter_4.pth')
+    seed = torch.load(tmp_path / 'first' / 'iter_4.pth', map_location='cpu', weights_only=True)['meta']['seed']
+    shutil.move(tmp_path / 'first', tmp_path / 'killed')  # the work directory moves (pointer: old path)
     toy_train(tmp_path, config, tmp_path / 'killed', '--resume')
+    # the uninterrupted run that the killed one was (mmengine drew its seed at random)
+    toy_train(tmp_path, config, tmp_path / 'whole', '--cfg-options', f'randomness.seed={seed}')
     name = f'iter_{TOY_ITERS}.pth'
     whole = torch.load(tmp_path / 'whole' / name, map_location='cpu', weights_only=True)
     resumed = torch.load(tmp_path / 'killed' / name, map_location='cpu', weights_only=True)

@@ -14,21 +14,25 @@ it checks the checkpoint the pointer names and falls back to the newest complete
 
 Config: ``default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', interval=1))``.
 """
+import difflib
 import glob
+import inspect
 import os
 import os.path as osp
 import re
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.fileio.backends import LocalBackend
 from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
+from mmengine.runner import Runner
 
 from ..checkpoint.atomic import TMP_PREFIX, atomic_write_text, commit
 from ..checkpoint.download import archive_problem
+from .mmengine_compat import check_mmengine_version, runner_private
 
 
 def is_complete_checkpoint(path: Optional[str]) -> bool:
@@ -54,6 +58,47 @@ def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pt
     return None
 
 
+def own_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint ``work_dir/last_checkpoint`` names (None without a pointer).
+
+    mmengine writes an absolute path. When that path is in another directory and ``work_dir``
+    holds a file of the same name, the work directory was moved or copied: its own file is
+    returned, not the original directory's.
+    """
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    if not osp.isfile(pointer):
+        return None
+    with open(pointer) as f:
+        target = f.read().strip()
+    local = osp.join(work_dir, osp.basename(target)) if target else ''
+    if local and osp.realpath(osp.dirname(target)) != osp.realpath(work_dir) and osp.isfile(local):
+        print_log(f'{pointer} names {target}, outside this work directory (it was moved or copied); using '
+                  f'its own {local}', logger='current', level=30)
+        return local
+    return target
+
+
+class HookOptionError(TypeError):
+    """A checkpoint hook option that does not exist (a typo such as ``intervall``)."""
+
+
+def unknown_options_message(hook_name: str, unknown: List[str]) -> str:
+    known = sorted(_HOOK_OPTIONS)
+    hints = [f'{name!r}' + (f' (did you mean {close[0]!r}?)' if close else '')
+             for name in unknown for close in [difflib.get_close_matches(name, known, 1)]]
+    return (f'default_hooks.checkpoint ({hook_name}): unknown option(s) {", ".join(hints)}. '
+            f'It takes {", ".join(known)}.')
+
+
+# CheckpointHook passes options it does not know to Runner.save_checkpoint, which takes none besides
+# those the hook passes itself: every unknown option is a mistake.
+_HOOK_OPTIONS = frozenset(p for p in inspect.signature(CheckpointHook.__init__).parameters
+                          if p not in ('self', 'kwargs'))
+_SAVE_OPTIONS = frozenset(inspect.signature(Runner.save_checkpoint).parameters) - {
+    'self', 'out_dir', 'filename', 'file_client_args', 'save_optimizer', 'save_param_scheduler', 'meta', 'by_epoch',
+    'backend_args'}
+
+
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
     """``CheckpointHook`` whose periodic checkpoints and ``last_checkpoint`` are written atomically.
@@ -64,28 +109,35 @@ class AtomicCheckpointHook(CheckpointHook):
     Other storage backends fall back to the parent's behaviour.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        check_mmengine_version()
+        unknown = sorted(set(kwargs) - _HOOK_OPTIONS - _SAVE_OPTIONS)
+        if unknown:  # mmengine passes them on to Runner.save_checkpoint, which fails at the first save
+            raise HookOptionError(unknown_options_message(type(self).__name__, unknown))
+        super().__init__(*args, **kwargs)
+
     def before_run(self, runner) -> None:
         super().before_run(runner)
-        if getattr(runner, '_resume', False) and getattr(runner, '_load_from', None) is None:
+        if runner_private(runner, '_resume') and runner_private(runner, '_load_from') is None:
             self._check_resume_target(runner)
 
     def _check_resume_target(self, runner) -> None:
         pointer = osp.join(runner.work_dir, 'last_checkpoint')
-        if not osp.exists(pointer):
+        target = own_checkpoint(runner.work_dir)
+        if target is None:
             return
-        with open(pointer) as f:
-            target = f.read().strip()
         if is_complete_checkpoint(target):
-            return
-        directory = osp.dirname(target) if target else runner.work_dir
-        fallback = newest_complete_checkpoint(directory, self.filename_tmpl)
-        if fallback is None:
-            raise RuntimeError(
-                f'--resume: {pointer} names {target!r}, which is missing or truncated, and no complete '
-                f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
-                f'good checkpoint, or delete {pointer} to train from scratch.')
-        print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
-                  f'resuming from {fallback} instead.', logger='current', level=30)
+            fallback = target
+        else:
+            directory = osp.dirname(target) if target else runner.work_dir
+            fallback = newest_complete_checkpoint(directory, self.filename_tmpl)
+            if fallback is None:
+                raise RuntimeError(
+                    f'--resume: {pointer} names {target!r}, which is missing or truncated, and no complete '
+                    f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
+                    f'good checkpoint, or delete {pointer} to train from scratch.')
+            print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
+                      f'resuming from {fallback} instead.', logger='current', level=30)
         runner._load_from = fallback  # mmengine resumes from load_from when resume=True
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
