@@ -1,6 +1,7 @@
 """Reading checkpoints (safely) into an InLine backbone, strictly and with a clear report."""
 import os
 import pickle
+import struct
 import zipfile
 from typing import Any, Dict, List, Mapping, Tuple
 
@@ -10,7 +11,7 @@ from mmengine.runner import CheckpointLoader
 from torch import nn
 
 from . import safe_unpickle
-from .sources import SCHEME, resolve
+from .sources import SCHEME, checkpoint_cache, resolve
 
 StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -30,9 +31,10 @@ WEIGHTS_CHOICES = ('auto', 'model', 'ema')
 def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu') -> Mapping:
     """Reads a local checkpoint file without running code from it.
 
-    First ``torch.load(weights_only=True)``; a file that also pickles other objects (a yacs
-    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) is then read by
-    ``safe_unpickle.load``: its tensors as usual, those objects as inert ``PickledObject`` data.
+    ``safe_unpickle.load`` reads it: its tensors as ``torch.load`` does, other pickled objects (a yacs
+    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) as inert ``PickledObject``
+    data. (Not ``torch.load(weights_only=True)``: its allow-list takes whatever any imported library
+    registers, ``traceback.FrameSummary`` included, which reads files.)
     A pickle that names or calls anything outside the allow-list (``os.system``, ``eval``,
     ``subprocess`` ...) raises ``CheckpointError`` and nothing of it runs.
     ``trusted=True`` unpickles arbitrary objects (``tools/convert_checkpoint.py --trusted``, for a
@@ -49,18 +51,12 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)
-        except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, pickle.UnpicklingError) as exc:
+        except UNREADABLE as exc:
             raise _unreadable(path, exc) from exc
     try:
         safe_unpickle.refuse_torchscript(path)
     except (safe_unpickle.RefusedPickle, zipfile.BadZipFile, OSError) as exc:
         raise CheckpointError(f'refusing to load {path!r}: {exc}.') from exc
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:
-        pass  # objects besides tensors: read them as data below
-    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError) as exc:
-        raise _unreadable(path, exc) from exc
     try:
         obj, kept = safe_unpickle.load(path, map_location)
     except safe_unpickle.RefusedPickle as exc:
@@ -69,8 +65,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
             f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
             f'Only if you wrote the file yourself and know why it does this: python '
             f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
-    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, TypeError, AttributeError,
-            IndexError, pickle.UnpicklingError) as exc:
+    except UNREADABLE as exc:
         raise _unreadable(path, exc) from exc
     if kept:
         print_log(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
@@ -78,11 +73,26 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
     return obj
 
 
-def _unreadable(path: str, exc: Exception) -> CheckpointError:
-    return CheckpointError(
-        f'{path!r} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]}). '
-        f'It may be truncated (an interrupted download or write) or not a checkpoint at all: '
-        f'download or save it again.')
+# What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
+# (a TypeError in the loader, say) is a bug and propagates as it is.
+UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error,
+              pickle.UnpicklingError)
+_CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
+
+
+def _unreadable(path: str, exc: BaseException) -> CheckpointError:
+    detail = f'{type(exc).__name__}: {str(exc)[:200]}'
+    if isinstance(exc, (EOFError, zipfile.BadZipFile)) or any(c in str(exc).lower() for c in _CUT):
+        why = (f'it ends early or its archive is damaged ({detail}): truncated by an interrupted download or '
+               f'write: download or save it again')
+    elif isinstance(exc, safe_unpickle.MalformedPickle):
+        why = f'its pickle is malformed ({detail}): the file is damaged or not a PyTorch checkpoint'
+    else:
+        why = f'it is not a checkpoint at all, or a damaged one ({detail})'
+    where = ''
+    if os.path.dirname(os.path.abspath(path)) == str(checkpoint_cache()):
+        where = f' It is in the checkpoint cache: delete {path} and {path}.json; the next run downloads it again.'
+    return CheckpointError(f'{path!r} is not a readable PyTorch checkpoint: {why}.{where}')
 
 
 def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> Tuple[Mapping, str]:
