@@ -11,7 +11,7 @@ from mmengine.runner import CheckpointLoader
 from torch import nn
 
 from . import safe_unpickle
-from .sources import SCHEME, checkpoint_cache, resolve
+from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
 StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -28,7 +28,8 @@ EMA_KEYS = ('state_dict_ema', 'model_ema')   # EMA weights (timm / the authors' 
 WEIGHTS_CHOICES = ('auto', 'model', 'ema')
 
 
-def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu') -> Mapping:
+def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
+                    example: str = 'inline_swin_t') -> Mapping:
     """Reads a local checkpoint file without running code from it.
 
     ``safe_unpickle.load`` reads it: its tensors as ``torch.load`` does, other pickled objects (a yacs
@@ -38,13 +39,14 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
     A pickle that names or calls anything outside the allow-list (``os.system``, ``eval``,
     ``subprocess`` ...) raises ``CheckpointError`` and nothing of it runs.
     ``trusted=True`` unpickles arbitrary objects (``tools/convert_checkpoint.py --trusted``, for a
-    file from a source you trust that is refused otherwise).
+    file from a source you trust that is refused otherwise). ``example``: the short name the
+    missing-file message suggests (the backbone's family).
     """
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
-            f'Use a short name (init_cfg.checkpoint=\'inline://inline_swin_t\', downloaded on first use), '
+            f'Use a short name (init_cfg.checkpoint=\'inline://{example}\', downloaded on first use), '
             f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
             f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH), or '
             f'train from scratch with --cfg-options model.backbone.init_cfg=None.')
@@ -145,17 +147,40 @@ def compare(model_state: Mapping[str, torch.Tensor], state: StateDict) -> Tuple[
     return missing, unexpected, mismatched
 
 
-def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto') -> List[str]:
+def example_variant(model: nn.Module) -> str:
+    """The smallest published variant of ``model``'s family (``InLinePVT`` -> ``'inline_pvt_t'``)."""
+    family = type(model).__name__.lower().replace('inline', 'inline_', 1)
+    return next((v for v in PUBLISHED if v.startswith(family + '_')), next(iter(PUBLISHED)))
+
+
+def with_prefix(state: Mapping[str, Any], prefix: str, source: str) -> Dict[str, Any]:
+    """The entries under ``prefix`` with it removed, as mmengine's ``Pretrained(prefix=...)`` takes a
+    backbone out of a detector's checkpoint."""
+    prefix = prefix if prefix.endswith('.') else prefix + '.'
+    picked = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not picked:
+        raise CheckpointError(f'{source} has no weights under prefix={prefix!r} (its keys start with '
+                              f'{sorted({k.split(".")[0] + "." for k in state})[:8]}).')
+    return picked
+
+
+def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
+                    map_location: Any = 'cpu') -> List[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
     ``checkpoint``: ``inline://<variant>``, an http(s) URL (both resolved to a local file, downloaded
     into the cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' |
-    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``).
+    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``). ``prefix``,
+    ``map_location``: as in mmengine's ``Pretrained`` init (``prefix='backbone.'`` takes the backbone
+    out of a detector or segmentor checkpoint).
     Raises ``CheckpointError`` naming every missing, unexpected or shape-mismatched key;
     returns the keys dropped as unused for dense prediction (logged in one line).
     """
     path = resolve(checkpoint)
-    chosen, which = select_weights(read_checkpoint(path), weights, repr(path))
+    chosen, which = select_weights(read_checkpoint(path, map_location=map_location, example=example_variant(model)),
+                                   weights, repr(path))
+    if prefix:
+        chosen = with_prefix(chosen, prefix, repr(path))
     state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
     model_state = model.state_dict()
     missing, unexpected, mismatched = compare(model_state, state)
