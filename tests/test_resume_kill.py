@@ -29,7 +29,7 @@ MAX_ITERS, CKPT_INTERVAL, VAL_INTERVAL = 12, 4, 6
 
 
 # ------------------------------------------------------------------ the training script
-def build_runner(work_dir: str, resume: bool, plain: bool):
+def build_runner(work_dir: str, resume: bool, plain: bool, seed=0):
     import torch.nn.functional as F
     from mmengine.evaluator import BaseMetric
     from mmengine.model import BaseModel
@@ -95,7 +95,7 @@ def build_runner(work_dir: str, resume: bool, plain: bool):
         param_scheduler=dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=MAX_ITERS),
         default_hooks=dict(checkpoint=checkpoint, logger=dict(type='LoggerHook', interval=1)),
         custom_hooks=[] if plain else [dict(type='DeterministicResumeHook')],
-        randomness=dict(seed=0, deterministic=True),
+        randomness=dict(seed=seed, deterministic=True),
         resume=resume, default_scope='mmengine')
 
 
@@ -256,6 +256,27 @@ def test_checkpoint_helpers(tmp_path):
     atomic_write_text(str(tmp_path / 'last_checkpoint'), 'b')
     assert (tmp_path / 'last_checkpoint').read_text() == 'b'
     assert sorted(os.listdir(tmp_path)) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth', 'last_checkpoint']
+
+
+def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
+    """Without tools/train.py, a run with no fixed seed builds its sampler before the checkpoint's
+    seeds are read: the hook restores the generators and warns that the data order differs."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    from inline_dense.engine.randomness import RNG_KEY
+    torch.set_num_threads(1)
+    first = build_runner(str(tmp_path), False, False, seed=None)
+    first.train()
+    saved = torch.load(tmp_path / f'iter_{MAX_ITERS}.pth', weights_only=True)[RNG_KEY]
+    assert saved['seed'] == first.seed and saved['sampler_seed'] == first.train_dataloader.sampler.seed
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    second = build_runner(str(tmp_path), True, False, seed=None)
+    MMLogger.get_current_instance().addHandler(handler)
+    second.train()
+    assert any('this resume is NOT exact' in line and f'randomness.seed={saved["seed"]}' in line for line in lines)
 
 
 def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
