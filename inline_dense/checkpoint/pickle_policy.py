@@ -1,5 +1,6 @@
 """What the restricted unpickler (``safe_unpickle``) allows: the allow-list, the denied modules,
 and the inert :class:`PickledObject` that stands in for objects of any other class."""
+import builtins
 import pickle
 from typing import Any, Dict
 
@@ -115,7 +116,6 @@ def allowed_globals() -> Dict[str, Any]:
     for entry in mmengine_safe_globals():
         obj, name = entry if isinstance(entry, tuple) else (entry, f'{entry.__module__}.{entry.__qualname__}')
         out[name] = obj
-    import builtins
     out.update({f'builtins.{n}': getattr(builtins, n) for n in _SAFE_BUILTINS})
     out['copyreg._reconstructor'] = _reconstructor_stand_in
     return out

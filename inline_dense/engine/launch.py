@@ -1,11 +1,15 @@
 """What tools/train.py, tools/test.py and tools/demo_toy.py share: loading a config,
 telling MMDetection from MMSegmentation configs, and running on CPU-only machines."""
+import datetime
 import importlib
 import os
 import os.path as osp
 import sys
 import warnings
 from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
 
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -93,7 +97,6 @@ def adapt_to_cpu(cfg) -> None:
     which torch does not support on CPU. The process group is started here, because mmengine's
     own start-up binds each process to a GPU first.
     """
-    import torch
     launcher = cfg.get('launcher', 'none')
     if launcher == 'none' or torch.cuda.is_available():
         return
@@ -119,9 +122,6 @@ def adapt_to_cpu(cfg) -> None:
 
 def init_cpu_process_group(dist_cfg: dict) -> None:
     """Starts the gloo process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...)."""
-    import datetime
-
-    import torch.distributed as dist
     if dist.is_initialized():
         return
     missing = [k for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT') if k not in os.environ]
