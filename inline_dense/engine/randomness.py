@@ -20,6 +20,7 @@ Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` (``inline_comm
 """
 import hashlib
 import random
+import zipfile
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -160,7 +161,7 @@ def restore_rng_state(state: Dict[str, Any]) -> None:
 def saved_seeds(checkpoint: str) -> Optional[Dict[str, Optional[int]]]:
     """``{'seed', 'sampler_seed'}`` of the run that wrote ``checkpoint`` (mmengine's ``meta.seed`` for
     checkpoints written without this hook), or None when it records neither."""
-    obj = torch.load(checkpoint, map_location='cpu', weights_only=True)
+    obj = torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=zipfile.is_zipfile(checkpoint))
     state = obj.get(RNG_KEY) or {}
     seed = state.get('seed', (obj.get('meta') or {}).get('seed'))
     return None if seed is None else {'seed': int(seed), 'sampler_seed': state.get('sampler_seed')}
