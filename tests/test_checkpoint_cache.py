@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve, sources
+from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve
 from reference_models import authors_checkpoint
 from test_checkpoint_download import cache_entries, cached, isolated, publish, server  # noqa: F401 (fixtures)
 
