@@ -8,6 +8,7 @@ import hashlib
 import http.server
 import json
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -71,6 +72,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if data is None:
             self._send(404, b'not found', 'text/plain')
             return
+        if kind == 'slow':  # a server that takes its time (two downloads overlap)
+            time.sleep(0.3)
+        if kind == 'nolen':  # no Content-Length: send half, hang up
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if kind == 'cut':  # announce the whole file, send half, hang up
             self.send_response(200)
             self.send_header('Content-Length', str(len(data)))
@@ -80,6 +90,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         extra = {'Content-Disposition': f'attachment; filename="{name}.pth"'} if kind == 'f' else {}
+        if kind in ('evil', 'slow'):  # any link whose server names its file like a short name's
+            extra = {'Content-Disposition': 'attachment; filename=inline_swin_t.pth'}
         self._send(200, data, 'application/octet-stream', extra)
 
     def _send(self, code, body, kind, extra=None):
@@ -121,6 +133,10 @@ def publish(monkeypatch, variant, url):
     monkeypatch.setitem(sources.PUBLISHED, variant, Published(old.title, url, old.top1))
 
 
+def cached(url):
+    return checkpoint_cache() / sources.cache_name(url)
+
+
 def cache_entries():
     """The cache's files, without the (empty) lock files; temporary files do count."""
     cache = checkpoint_cache()
@@ -132,16 +148,17 @@ def test_cache_dir_follows_env(isolated):
 
 
 def test_redirect_is_followed_and_integrity_recorded(server, monkeypatch):
-    publish(monkeypatch, 'inline_swin_t', f'{server.url}/redirect/inline_swin_mini.pth')
+    url = f'{server.url}/redirect/inline_swin_mini.pth'
+    publish(monkeypatch, 'inline_swin_t', url)
     path = Path(resolve('inline://inline_swin_t'))
-    assert path == checkpoint_cache() / 'inline_swin_t.pth'
+    assert path == cached(url) and path.name.startswith('inline_swin_t-')
     assert server.requests == ['/redirect/inline_swin_mini.pth', '/files/inline_swin_mini.pth']
     original = Path(authors_checkpoint('inline_swin_mini')).read_bytes()
     assert path.read_bytes() == original
-    record = json.loads((checkpoint_cache() / 'inline_swin_t.pth.json').read_text())
+    record = json.loads(path.with_name(path.name + '.json').read_text())
     assert record['sha256'] == hashlib.sha256(original).hexdigest()
     assert record['size'] == len(original) and record['url'].endswith('/redirect/inline_swin_mini.pth')
-    assert cache_entries() == ['inline_swin_t.pth', 'inline_swin_t.pth.json']  # no temporary files left
+    assert cache_entries() == [path.name, path.name + '.json']  # no temporary files left
 
 
 def test_second_use_makes_no_request(server, monkeypatch):
@@ -201,7 +218,7 @@ def test_corrupted_cache_file_is_detected(server, monkeypatch):
         build_reference_backbone('inline_swin_mini', 'inline://inline_swin_t')
     assert len(server.requests) == 1
     path.unlink()
-    (checkpoint_cache() / 'inline_swin_t.pth.json').unlink()
+    path.with_name(path.name + '.json').unlink()
     assert Path(resolve('inline://inline_swin_t')).read_bytes() == \
         Path(authors_checkpoint('inline_swin_mini')).read_bytes()
 
@@ -213,7 +230,7 @@ def test_failed_download_names_url_reason_and_where_to_put_the_file(server, monk
         resolve('inline://inline_pvt_s')
     message = str(info.value)
     assert url in message and 'HTTP 404' in message
-    assert 'checkpoints/inline_pvt_s.pth' in message and str(checkpoint_cache() / 'inline_pvt_s.pth') in message
+    assert 'checkpoints/inline_pvt_s.pth' in message and 'init_cfg.checkpoint' in message
     # no server at all
     port = server.server_address[1]
     server.shutdown()
@@ -244,19 +261,21 @@ def test_resolution_order_local_then_cache_then_download(server, monkeypatch, is
     assert server.requests == []
     cwd_file.unlink()
     repo_file.unlink()
-    assert resolve('inline://inline_pvt_t') == str(checkpoint_cache() / 'inline_pvt_t.pth')
+    url = sources.PUBLISHED['inline_pvt_t'].url
+    assert resolve('inline://inline_pvt_t') == str(cached(url))
     assert len(server.requests) == 1
-    assert resolve('inline://inline_pvt_t', allow_download=False) == str(checkpoint_cache() / 'inline_pvt_t.pth')
+    assert resolve('inline://inline_pvt_t', allow_download=False) == str(cached(url))
 
 
-def test_a_file_put_into_the_cache_by_hand_is_adopted(server, monkeypatch):
+def test_a_file_put_into_the_cache_by_hand_stands_for_nothing(server, monkeypatch):
+    """Files placed by hand go under checkpoints/; the cache holds only downloads with their record."""
     publish(monkeypatch, 'inline_swin_s', f'{server.url}/files/inline_swin_mini.pth')
     cache = checkpoint_cache()
     cache.mkdir(parents=True)
-    (cache / 'inline_swin_s.pth').write_bytes(Path(authors_checkpoint('inline_swin_mini')).read_bytes())
-    assert resolve('inline://inline_swin_s') == str(cache / 'inline_swin_s.pth')
-    assert server.requests == []
-    assert 'sha256' in json.loads((cache / 'inline_swin_s.pth.json').read_text())
+    (cache / 'inline_swin_s.pth').write_bytes(Path(authors_checkpoint('inline_pvt_mini')).read_bytes())
+    path = Path(resolve('inline://inline_swin_s'))
+    assert path != cache / 'inline_swin_s.pth' and server.requests == ['/files/inline_swin_mini.pth']
+    assert path.read_bytes() == Path(authors_checkpoint('inline_swin_mini')).read_bytes()
 
 
 def test_unknown_name_and_unknown_url(monkeypatch):
@@ -277,13 +296,15 @@ def test_published_table_has_every_variant_with_the_authors_top1():
 
 def test_raw_url_names(server):
     known = sources.PUBLISHED['inline_swin_t'].url
-    assert sources.url_file_name(known) == 'inline_swin_t.pth'
-    assert sources.url_file_name('https://cloud.tsinghua.edu.cn/f/abc123/?dl=1') == 'abc123.pth'
-    assert sources.url_file_name('https://example.org/w/model_best.pth?x=1') == 'model_best.pth'
-    # a Tsinghua-style link: the server's Content-Disposition names the file; the second use finds it
+    assert sources.cache_name(known).startswith('inline_swin_t-')
+    assert sources.cache_name('https://cloud.tsinghua.edu.cn/f/abc123/?dl=1').startswith('abc123-')
+    assert sources.cache_name('https://example.org/w/model_best.pth?x=1').startswith('model_best-')
+    assert sources.cache_name('https://example.org/w/model_best.pth?x=1') != \
+        sources.cache_name('https://example.org/w/model_best.pth?x=2')
+    # a Tsinghua-style link (the server sends Content-Disposition, which names nothing here)
     url = f'{server.url}/f/inline_pvt_mini/?dl=1'
     path = Path(resolve(url))
-    assert path == checkpoint_cache() / 'inline_pvt_mini.pth'
+    assert path == cached(url) and path.name.startswith('inline_pvt_mini-')
     assert resolve(url) == str(path) and len(server.requests) == 1
 
 

@@ -29,7 +29,7 @@ MAX_ITERS, CKPT_INTERVAL, VAL_INTERVAL = 12, 4, 6
 
 
 # ------------------------------------------------------------------ the training script
-def build_runner(work_dir: str, resume: bool, plain: bool):
+def build_runner(work_dir: str, resume: bool, plain: bool, seed=0):
     import torch.nn.functional as F
     from mmengine.evaluator import BaseMetric
     from mmengine.model import BaseModel
@@ -95,7 +95,7 @@ def build_runner(work_dir: str, resume: bool, plain: bool):
         param_scheduler=dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=MAX_ITERS),
         default_hooks=dict(checkpoint=checkpoint, logger=dict(type='LoggerHook', interval=1)),
         custom_hooks=[] if plain else [dict(type='DeterministicResumeHook')],
-        randomness=dict(seed=0, deterministic=True),
+        randomness=dict(seed=seed, deterministic=True),
         resume=resume, default_scope='mmengine')
 
 
@@ -258,6 +258,35 @@ def test_checkpoint_helpers(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth', 'last_checkpoint']
 
 
+def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
+    """Without tools/train.py, a run with no fixed seed builds its sampler before the checkpoint's
+    seeds are read: the hook restores the generators and warns that the data order differs."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    from inline_dense.engine.randomness import RNG_KEY
+    torch.set_num_threads(1)
+    first = build_runner(str(tmp_path), False, False, seed=None)
+    first.train()
+    saved = torch.load(tmp_path / f'iter_{MAX_ITERS}.pth', weights_only=True)[RNG_KEY]
+    assert saved['seed'] == first.seed and saved['sampler_seed'] == first.train_dataloader.sampler.seed
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    second = build_runner(str(tmp_path), True, False, seed=None)
+    MMLogger.get_current_instance().addHandler(handler)
+    second.train()
+    assert any('this resume is NOT exact' in line and f'randomness.seed={saved["seed"]}' in line for line in lines)
+
+
+def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
+    from inline_dense.engine import atomic_write_text
+    (tmp_path / 'last_checkpoint').mkdir()  # os.replace onto a directory fails
+    with pytest.raises(OSError):
+        atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
+    assert os.listdir(tmp_path) == ['last_checkpoint']
+
+
 def test_derived_seeds_depend_on_step_and_rank():
     from inline_dense.engine import derived_seed
     seeds = {derived_seed(0, 'iter', i) for i in range(100)}
@@ -314,8 +343,9 @@ def logged(work_dir, key):
 
 @pytest.mark.slow
 def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
-    """tools/train.py on the toy RetinaNet config (random flips, 2 images per batch), killed
-    with SIGKILL after iteration 4 and resumed with --resume: same weights, same mAP."""
+    """tools/train.py on the toy RetinaNet config as shipped (no fixed seed, a persistent data
+    worker, random flips), killed with SIGKILL after iteration 4, its work directory moved, and
+    resumed there with --resume: same weights, same losses, same mAP as an uninterrupted run."""
     pytest.importorskip('mmdet')
     from mmengine.config import Config
     from inline_dense.toy_data import make_toy_coco
@@ -331,7 +361,7 @@ custom_hooks = [dict(type='DeterministicResumeHook'), dict(type='InLinePaddingMa
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=2, max_keep_ckpts=1),
                      logger=dict(type='LoggerHook', interval=1))
 train_cfg = dict(max_iters={TOY_ITERS}, val_interval={TOY_ITERS})
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False)
+train_dataloader = dict(batch_size=2)  # the shipped sampler and data worker, no fixed seed
 # with a Resize, so that the meta information holds the scale_factor RetinaNet's predict needs
 test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
                  dict(type='Resize', scale=(64, 64), keep_ratio=True),
@@ -340,12 +370,15 @@ test_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', wi
 val_dataloader = dict(num_workers=0, persistent_workers=False, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 model = dict(test_cfg=dict(score_thr=0.0))
-randomness = dict(seed=0, deterministic=True)
 ''')
-    toy_train(tmp_path, config, tmp_path / 'whole')
-    toy_train(tmp_path, config, tmp_path / 'killed', kill_after=4)
-    assert pointer(tmp_path / 'killed').endswith('iter_4.pth')
+    assert (Config.fromfile(base).get('randomness') or {}).get('seed') is None  # as shipped: no fixed seed
+    toy_train(tmp_path, config, tmp_path / 'first', kill_after=4)
+    assert pointer(tmp_path / 'first').endswith('iter_4.pth')
+    seed = torch.load(tmp_path / 'first' / 'iter_4.pth', map_location='cpu', weights_only=True)['meta']['seed']
+    shutil.move(tmp_path / 'first', tmp_path / 'killed')  # the work directory moves (pointer: old path)
     toy_train(tmp_path, config, tmp_path / 'killed', '--resume')
+    # the uninterrupted run that the killed one was (mmengine drew its seed at random)
+    toy_train(tmp_path, config, tmp_path / 'whole', '--cfg-options', f'randomness.seed={seed}')
     name = f'iter_{TOY_ITERS}.pth'
     whole = torch.load(tmp_path / 'whole' / name, map_location='cpu', weights_only=True)
     resumed = torch.load(tmp_path / 'killed' / name, map_location='cpu', weights_only=True)

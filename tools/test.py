@@ -1,13 +1,20 @@
 """Evaluate a trained detector or segmentor with the config's test_evaluator (COCO AP, mIoU, ...).
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out preds.pkl] [--show-dir DIR]
-                         [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+                         [--allow-partial-load] [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+
+A checkpoint that does not fit the config's model (another model's or dataset's) is refused,
+naming the missing / unexpected weights, unless --allow-partial-load.
 """
 import argparse
 import os.path as osp
 
-from inline_dense.engine.launch import (adapt_to_cpu, build_runner, default_work_dir, load_config,
-                     set_local_rank, setup_codebase)
+from inline_dense.checkpoint import CheckpointError
+from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
+                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+
+USER_ERRORS = (CheckpointError, MissingDatasetError, UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -19,6 +26,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--out', help='dump the raw predictions to this .pkl file')
     parser.add_argument('--show-dir', help='save pictures of the predictions here '
                                            '(relative paths: under WORK_DIR/<timestamp>/)')
+    parser.add_argument('--allow-partial-load', action='store_true',
+                        help='load the weights that fit and test anyway (default: refuse a checkpoint that does '
+                             'not fit the model, naming the missing / unexpected weights)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
@@ -63,6 +73,9 @@ def main(argv=None) -> dict:
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
                                 f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')
     cfg.load_from = args.checkpoint
+    cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+        dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
+    check_datasets(cfg, ('test_dataloader',))
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
     adapt_to_cpu(cfg)
@@ -73,4 +86,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, USER_ERRORS)

@@ -1,16 +1,28 @@
 """Train a detector (MMDetection) or a segmentor (MMSegmentation) from any inline_dense config.
 
-    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp] [--allow-partial-load]
                           [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
 
 Whether the config is a detection or a segmentation one is read from its default_scope
 ('mmdet' / 'mmseg', set by either package's default_runtime.py) or its model type.
+
+Before training it checks that the datasets exist, that ``load_from`` fits the model
+(``--allow-partial-load`` to load only the matching weights on purpose), and warns when a
+killed run could not be resumed exactly. ``--resume`` continues from the work directory's own
+latest checkpoint (also after the directory was moved) with the interrupted run's seeds.
 """
 import argparse
 import os.path as osp
+import warnings
 
-from inline_dense.engine.launch import (adapt_to_cpu, build_runner, default_work_dir, load_config,
-                     set_local_rank, setup_codebase)
+from inline_dense.checkpoint import CheckpointError
+from inline_dense.engine.checkpointing import HookOptionError, is_complete_checkpoint, own_checkpoint
+from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
+                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
+
+USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -22,6 +34,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='resume from a checkpoint path; alone: from the latest checkpoint in the work dir')
     parser.add_argument('--amp', action='store_true',
                         help='automatic mixed precision (float16 on GPU; bfloat16 on CPU)')
+    parser.add_argument('--allow-partial-load', action='store_true',
+                        help='with load_from: load the weights that fit and go on (default: refuse a checkpoint '
+                             'that does not fit the model, naming the missing / unexpected weights)')
     parser.add_argument('--auto-scale-lr', action='store_true',
                         help='scale the learning rate by (total batch size / auto_scale_lr.base_batch_size)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
@@ -82,15 +97,36 @@ def main(argv=None) -> None:
     if args.auto_scale_lr:
         enable_auto_scale_lr(cfg)
     if args.resume == 'auto':
-        cfg.resume, cfg.load_from = True, None
+        target = own_checkpoint(cfg.work_dir)
+        cfg.resume, cfg.load_from = True, target if is_complete_checkpoint(target) else None
     elif args.resume is not None:
         if not osp.isfile(args.resume):
             raise FileNotFoundError(f'--resume {args.resume}: no such checkpoint file; pass an existing '
                                     f'.pth, or --resume alone for the latest one in the work dir.')
         cfg.resume, cfg.load_from = True, args.resume
+    if cfg.get('resume') and cfg.get('load_from'):
+        use_saved_seeds(cfg, cfg.load_from)
+    elif cfg.get('load_from'):
+        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+            dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
+    check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
+    for problem in resume_exactness_problems(cfg):
+        warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.')
     adapt_to_cpu(cfg)
     build_runner(cfg).train()
 
 
+def use_saved_seeds(cfg, checkpoint: str) -> None:
+    """The run's seed and its sampler's from ``checkpoint``, so that the data sampler and workers
+    built before the checkpoint is read draw what the interrupted run drew."""
+    seeds = saved_seeds(checkpoint)
+    if seeds is None:
+        return
+    cfg.randomness = dict(cfg.get('randomness') or {}, seed=seeds['seed'])
+    sampler = (cfg.get('train_dataloader') or {}).get('sampler')
+    if seeds['sampler_seed'] is not None and isinstance(sampler, dict) and sampler.get('seed') is None:
+        sampler['seed'] = seeds['sampler_seed']
+
+
 if __name__ == '__main__':
-    main()
+    run_tool(main, USER_ERRORS)

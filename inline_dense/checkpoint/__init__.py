@@ -1,8 +1,9 @@
 """Reading, resolving (``inline://`` names, URLs), converting and strictly loading checkpoints."""
 from .download import CorruptCacheError, DownloadError
-from .loading import CheckpointError, load_pretrained, read_checkpoint, select_weights, state_dict_of
+from .loading import (CheckpointError, load_pretrained, read_checkpoint, register_mmengine_scheme, select_weights,
+                      state_dict_of)
 from .safe_unpickle import PickledObject, RefusedPickle
-from .sources import PUBLISHED, SCHEME, checkpoint_cache, register_mmengine_scheme, resolve
+from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
 register_mmengine_scheme()
 

@@ -1,25 +1,28 @@
-"""Atomic, verified downloads into the checkpoint cache.
+"""Verified downloads into the checkpoint cache, and the integrity records of cached files.
 
-A download goes to a temporary file in the cache directory, is fsynced and renamed into place,
-so a partial file never carries a cache name. Then ``<file>.json`` (the sidecar) records the URL,
-size and sha256; every later use re-hashes the file and compares (:func:`verify`). A cached file
-that no longer matches raises :class:`CorruptCacheError` telling the user to delete it: it is never
-replaced silently (a changing file may mean a failing disk or a deliberate edit).
+A download streams into a temporary file in the cache directory. It becomes a cache entry
+only once it is complete (the announced length arrived, and the file reads as a checkpoint
+archive: with no Content-Length, that is the only evidence) and then under the name its caller
+chose, which comes from the URL alone (``sources.cache_name``), never from a response header.
+``<file>.json`` (the record) holds the URL, size and sha256 and is written before the file
+itself is renamed into place; every later use re-hashes the file and compares (:func:`verify`).
+A cached file that no longer matches raises :class:`CorruptCacheError` naming the files to
+delete: it is never replaced silently (a changing file may mean a failing disk or an edit).
 """
 import contextlib
 import hashlib
 import json
-import os
-import re
-import tempfile
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
 
 from mmengine.logging import print_log
+
+from . import safe_unpickle
+from .atomic import atomic_write_bytes, atomic_writer
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0
@@ -30,21 +33,28 @@ class DownloadError(RuntimeError):
 
 
 class CorruptCacheError(RuntimeError):
-    """A cached file differs from what was downloaded (its sha256 no longer matches)."""
+    """A cached file differs from what was downloaded, or its record names another URL."""
 
 
 @contextlib.contextmanager
 def cache_lock(cache_dir: Path, name: str) -> Iterator[None]:
-    """Serialises look-up + download of one cache entry between processes (e.g. the ranks of a
+    """Serialises the download of one cache entry between processes (e.g. the ranks of a
     distributed run starting together): the second waits, then finds the file cached.
+    Only downloads take it, so a read-only cache serves what it holds.
     A no-op where ``fcntl`` is missing (Windows)."""
     try:
-        import fcntl
+        import fcntl  # POSIX only
     except ImportError:
         yield
         return
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f'.{name}.lock', 'a+') as handle:
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(cache_dir / f'.{name}.lock', 'a+')
+    except OSError as exc:
+        raise DownloadError(f'the checkpoint cache {cache_dir} is not writable ({exc}), so {name} cannot be '
+                            f'downloaded into it: set INLINE_DENSE_CACHE to a writable directory, or put the '
+                            f'file there from a machine that can write it') from exc
+    with handle:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -65,53 +75,38 @@ def sha256_of(path: Path) -> str:
 
 
 def read_sidecar(path: Path) -> Optional[Dict[str, Any]]:
+    """The record of ``path``; None when there is none or it is not a JSON object."""
     try:
         with open(sidecar_of(path)) as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def write_sidecar(path: Path, record: Dict[str, Any]) -> None:
     """Atomically writes ``record`` as ``<path>.json``."""
-    _atomic_write(sidecar_of(path), json.dumps(record, indent=1, sort_keys=True).encode())
+    atomic_write_bytes(sidecar_of(path), json.dumps(record, indent=1, sort_keys=True).encode())
 
 
-def _atomic_write(dst: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=str(dst.parent), prefix=f'.{dst.name}.', suffix='.part')
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+def delete_hint(path: Path) -> str:
+    return f'delete {path} and its record {sidecar_of(path)}'
 
 
-def verify(path: Path) -> Dict[str, Any]:
-    """Checks a cached file against its sidecar; returns the sidecar record.
-
-    A file without a sidecar (placed in the cache by hand, or a crash between the rename and
-    the sidecar write, when the file itself is complete) is adopted: hashed and recorded.
-    Raises :class:`CorruptCacheError` when the sha256 differs.
-    """
+def verify(path: Path, url: str) -> Dict[str, Any]:
+    """Checks a cached file against its record: it must come from ``url`` and still have the
+    recorded sha256. Returns the record; raises :class:`CorruptCacheError` otherwise."""
     record = read_sidecar(path)
+    if record is None or 'sha256' not in record or record.get('url') != url:
+        source = 'has no readable record' if record is None or 'sha256' not in record else \
+            f'was downloaded from {record.get("url")!r}'
+        raise CorruptCacheError(f'cached checkpoint {path} {source}, not from {url}: it cannot be trusted as that '
+                                f'file. {delete_hint(path).capitalize()}; the next run downloads it again.')
     actual = sha256_of(path)
-    if record is None or 'sha256' not in record:
-        record = {'url': None, 'sha256': actual, 'size': path.stat().st_size,
-                  'note': 'adopted: found in the cache without a record', 'recorded_at': _now()}
-        write_sidecar(path, record)
-        print_log(f'checkpoint cache: {path} had no integrity record; recorded sha256 {actual[:12]}...',
-                  logger='current')
-        return record
     if actual != record['sha256']:
         raise CorruptCacheError(
             f'cached checkpoint {path} does not match the sha256 recorded when it was downloaded '
-            f'(expected {record["sha256"]}, got {actual}; source {record.get("url")}): it was modified '
+            f'(expected {record["sha256"]}, got {actual}; source {url}): it was modified '
             f'or corrupted on disk. Delete it and its record ({sidecar_of(path)}); the next run '
             f'downloads it again.')
     return record
@@ -121,23 +116,37 @@ def _now() -> str:
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
 
 
-def filename_from_headers(headers: Any) -> Optional[str]:
-    """The file name in a Content-Disposition header, made safe (no directories), or None."""
-    value = headers.get('Content-Disposition') or ''
-    match = re.search(r"filename\*\s*=\s*[^']*'[^']*'([^;]+)", value) or \
-        re.search(r'filename\s*=\s*"([^"]+)"', value) or re.search(r'filename\s*=\s*([^;]+)', value)
-    if not match:
-        return None
-    name = os.path.basename(urllib.parse.unquote(match.group(1)).strip().replace('\\', '/'))
-    name = re.sub(r'[^A-Za-z0-9._+-]', '_', name).lstrip('.')
-    return name or None
+def archive_problem(path: Path, thorough: bool = True) -> Optional[str]:
+    """Why ``path`` is not a complete checkpoint file, or None when it is one.
+
+    A zip archive (``torch.save``'s format) must open (a cut file loses the central directory
+    at its end) and hold ``data.pkl``; ``thorough`` also checks every member's CRC. A legacy
+    (pickle) file must read through the restricted unpickler (which runs none of its code).
+    """
+    try:
+        with open(path, 'rb') as f:
+            head = f.read(4)
+        if head == b'PK\x03\x04':
+            with zipfile.ZipFile(path) as zf:
+                if not any(n.endswith('data.pkl') for n in zf.namelist()):
+                    return 'a zip archive without data.pkl, not a PyTorch checkpoint'
+                bad = zf.testzip() if thorough else None
+            return f'member {bad} of the archive is damaged' if bad else None
+        if head[:1] == b'\x80':
+            safe_unpickle.load(str(path), 'cpu')
+            return None
+        return 'neither a zip archive nor a pickle'
+    except safe_unpickle.RefusedPickle as exc:
+        return f'it names code the safe loader refuses ({exc})'
+    except (zipfile.BadZipFile, EOFError, OSError, RuntimeError, ValueError, IndexError, KeyError) as exc:
+        return f'it is cut off or damaged ({type(exc).__name__}: {str(exc)[:120]})'
 
 
 @contextlib.contextmanager
 def _progress(total: Optional[int], label: str) -> Iterator[Callable[[int], None]]:
     """Yields ``advance(n_bytes)``: tqdm if installed, else rich (an mmengine dependency), else nothing."""
     try:
-        from tqdm import tqdm
+        from tqdm import tqdm  # optional: progress bars only
         with tqdm(total=total, unit='B', unit_scale=True, unit_divisor=1024, desc=label) as bar:
             yield bar.update
         return
@@ -160,16 +169,13 @@ def _looks_like_checkpoint(head: bytes) -> bool:
     return head[:4] == b'PK\x03\x04' or head[:1] == b'\x80'
 
 
-def download(url: str, cache_dir: Path, name: Optional[str], fallback: str, manual_hint: str) -> Path:
-    """Downloads ``url`` into ``cache_dir`` atomically; returns the final path.
+def download(url: str, final: Path, manual_hint: str) -> Path:
+    """Downloads ``url`` to ``final`` (a cache path chosen by the caller); returns ``final``.
 
-    ``name``: the cache file name; None takes Content-Disposition's file name if the server sends
-    one, else ``fallback`` (a name taken by another URL's file is prefixed with ``fallback``'s stem).
-    ``manual_hint`` ends every error message (where to put the file by hand).
-    Follows redirects (urllib). Writes the sidecar after the rename.
+    The file appears only complete and readable as a checkpoint (see :func:`archive_problem`);
+    its record is written first. ``manual_hint`` ends every error message (where to put the file
+    by hand). Follows redirects (urllib). The caller holds :func:`cache_lock` for ``final``.
     """
-    cache_dir.mkdir(parents=True, exist_ok=True)
-
     def fail(reason: str) -> DownloadError:
         return DownloadError(f'could not download {url}: {reason}. {manual_hint}')
 
@@ -181,53 +187,41 @@ def download(url: str, cache_dir: Path, name: Optional[str], fallback: str, manu
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, 'reason', exc)
         raise fail(f'no connection ({reason}): offline, or the host is blocked') from exc
+    record: Dict[str, Any] = {}
+
+    def check(tmp: Path) -> None:
+        problem = archive_problem(tmp)
+        if problem is not None:
+            raise fail(f'the file received is not a complete checkpoint: {problem}')
+        write_sidecar(final, record)  # before the file: a file in the cache always has its record
+
     with response:
-        header_name = filename_from_headers(response.headers)
-        final = cache_dir / (name or header_name or fallback)
-        if name is None and final.exists() and (read_sidecar(final) or {}).get('url') != url:
-            final = cache_dir / f'{Path(fallback).stem}_{final.name}'
         size = response.headers.get('Content-Length')
         total = int(size) if size and size.isdigit() else None
-        fd, tmp = tempfile.mkstemp(dir=str(cache_dir), prefix=f'.{final.name}.', suffix='.part')
         digest, received = hashlib.sha256(), 0
         print_log(f'downloading {url} to {final}' + (f' ({total / 2**20:.1f} MiB)' if total else ''),
                   logger='current')
-        try:
-            with os.fdopen(fd, 'wb') as f, _progress(total, final.name) as advance:
-                while True:
-                    try:
-                        chunk = response.read(CHUNK)
-                    except (OSError, ValueError) as exc:  # reset, timeout, IncompleteRead
-                        raise fail(f'the connection broke after {received} bytes ({type(exc).__name__}: {exc})')
-                    if not chunk:
-                        break
-                    if received == 0 and not _looks_like_checkpoint(chunk):
-                        kind = response.headers.get('Content-Type', 'unknown type')
-                        raise fail(f'the server sent {kind}, not a PyTorch checkpoint (an expired link or '
-                                   f'a login page?)')
-                    f.write(chunk)
-                    digest.update(chunk)
-                    received += len(chunk)
-                    advance(len(chunk))
-                f.flush()
-                os.fsync(f.fileno())
+        with atomic_writer(final, check) as f, _progress(total, final.name) as advance:
+            while True:
+                try:
+                    chunk = response.read(CHUNK)
+                except (OSError, ValueError) as exc:  # reset, timeout, IncompleteRead
+                    raise fail(f'the connection broke after {received} bytes ({type(exc).__name__}: {exc})')
+                if not chunk:
+                    break
+                if received == 0 and not _looks_like_checkpoint(chunk):
+                    kind = response.headers.get('Content-Type', 'unknown type')
+                    raise fail(f'the server sent {kind}, not a PyTorch checkpoint (an expired link or '
+                               f'a login page?)')
+                f.write(chunk)
+                digest.update(chunk)
+                received += len(chunk)
+                advance(len(chunk))
             if total is not None and received != total:
                 raise fail(f'the connection closed after {received} of {total} bytes')
             if received == 0:
                 raise fail('the server sent an empty file')
-            os.replace(tmp, final)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    with contextlib.suppress(OSError):  # make the rename durable
-        dir_fd = os.open(str(cache_dir), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    record = {'url': url, 'final_url': response.geturl(), 'sha256': digest.hexdigest(), 'size': received,
-              'content_disposition_filename': header_name, 'downloaded_at': _now()}
-    write_sidecar(final, record)
+            record.update(url=url, final_url=response.geturl(), sha256=digest.hexdigest(), size=received,
+                          downloaded_at=_now())
     print_log(f'saved {final} ({received / 2**20:.1f} MiB, sha256 {record["sha256"][:12]}...)', logger='current')
     return final

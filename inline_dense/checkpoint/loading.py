@@ -1,15 +1,17 @@
 """Reading checkpoints (safely) into an InLine backbone, strictly and with a clear report."""
 import os
 import pickle
+import struct
 import zipfile
 from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
 from mmengine.logging import print_log
+from mmengine.runner import CheckpointLoader
 from torch import nn
 
 from . import safe_unpickle
-from .sources import resolve
+from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
 StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -26,40 +28,37 @@ EMA_KEYS = ('state_dict_ema', 'model_ema')   # EMA weights (timm / the authors' 
 WEIGHTS_CHOICES = ('auto', 'model', 'ema')
 
 
-def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu') -> Mapping:
+def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
+                    example: str = 'inline_swin_t') -> Mapping:
     """Reads a local checkpoint file without running code from it.
 
-    First ``torch.load(weights_only=True)``; a file that also pickles other objects (a yacs
-    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) is then read by
-    ``safe_unpickle.load``: its tensors as usual, those objects as inert ``PickledObject`` data.
+    ``safe_unpickle.load`` reads it: its tensors as ``torch.load`` does, other pickled objects (a yacs
+    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) as inert ``PickledObject``
+    data. (Not ``torch.load(weights_only=True)``: its allow-list takes whatever any imported library
+    registers, ``traceback.FrameSummary`` included, which reads files.)
     A pickle that names or calls anything outside the allow-list (``os.system``, ``eval``,
     ``subprocess`` ...) raises ``CheckpointError`` and nothing of it runs.
     ``trusted=True`` unpickles arbitrary objects (``tools/convert_checkpoint.py --trusted``, for a
-    file from a source you trust that is refused otherwise).
+    file from a source you trust that is refused otherwise). ``example``: the short name the
+    missing-file message suggests (the backbone's family).
     """
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
         raise FileNotFoundError(
             f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
-            f'Use a short name (init_cfg.checkpoint=\'inline://inline_swin_t\', downloaded on first use), '
+            f'Use a short name (init_cfg.checkpoint=\'inline://{example}\', downloaded on first use), '
             f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
             f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH), or '
             f'train from scratch with --cfg-options model.backbone.init_cfg=None.')
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)
-        except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, pickle.UnpicklingError) as exc:
+        except UNREADABLE as exc:
             raise _unreadable(path, exc) from exc
     try:
         safe_unpickle.refuse_torchscript(path)
     except (safe_unpickle.RefusedPickle, zipfile.BadZipFile, OSError) as exc:
         raise CheckpointError(f'refusing to load {path!r}: {exc}.') from exc
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError:
-        pass  # objects besides tensors: read them as data below
-    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError) as exc:
-        raise _unreadable(path, exc) from exc
     try:
         obj, kept = safe_unpickle.load(path, map_location)
     except safe_unpickle.RefusedPickle as exc:
@@ -68,8 +67,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
             f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
             f'Only if you wrote the file yourself and know why it does this: python '
             f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
-    except (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, TypeError, AttributeError,
-            IndexError, pickle.UnpicklingError) as exc:
+    except UNREADABLE as exc:
         raise _unreadable(path, exc) from exc
     if kept:
         print_log(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
@@ -77,11 +75,26 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu')
     return obj
 
 
-def _unreadable(path: str, exc: Exception) -> CheckpointError:
-    return CheckpointError(
-        f'{path!r} is not a readable PyTorch checkpoint ({type(exc).__name__}: {str(exc)[:200]}). '
-        f'It may be truncated (an interrupted download or write) or not a checkpoint at all: '
-        f'download or save it again.')
+# What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
+# (a TypeError in the loader, say) is a bug and propagates as it is.
+UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error,
+              pickle.UnpicklingError)
+_CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
+
+
+def _unreadable(path: str, exc: BaseException) -> CheckpointError:
+    detail = f'{type(exc).__name__}: {str(exc)[:200]}'
+    if isinstance(exc, (EOFError, zipfile.BadZipFile)) or any(c in str(exc).lower() for c in _CUT):
+        why = (f'it ends early or its archive is damaged ({detail}): truncated by an interrupted download or '
+               f'write: download or save it again')
+    elif isinstance(exc, safe_unpickle.MalformedPickle):
+        why = f'its pickle is malformed ({detail}): the file is damaged or not a PyTorch checkpoint'
+    else:
+        why = f'it is not a checkpoint at all, or a damaged one ({detail})'
+    where = ''
+    if os.path.dirname(os.path.abspath(path)) == str(checkpoint_cache()):
+        where = f' It is in the checkpoint cache: delete {path} and {path}.json; the next run downloads it again.'
+    return CheckpointError(f'{path!r} is not a readable PyTorch checkpoint: {why}.{where}')
 
 
 def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> Tuple[Mapping, str]:
@@ -134,17 +147,40 @@ def compare(model_state: Mapping[str, torch.Tensor], state: StateDict) -> Tuple[
     return missing, unexpected, mismatched
 
 
-def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto') -> List[str]:
+def example_variant(model: nn.Module) -> str:
+    """The smallest published variant of ``model``'s family (``InLinePVT`` -> ``'inline_pvt_t'``)."""
+    family = type(model).__name__.lower().replace('inline', 'inline_', 1)
+    return next((v for v in PUBLISHED if v.startswith(family + '_')), next(iter(PUBLISHED)))
+
+
+def with_prefix(state: Mapping[str, Any], prefix: str, source: str) -> Dict[str, Any]:
+    """The entries under ``prefix`` with it removed, as mmengine's ``Pretrained(prefix=...)`` takes a
+    backbone out of a detector's checkpoint."""
+    prefix = prefix if prefix.endswith('.') else prefix + '.'
+    picked = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    if not picked:
+        raise CheckpointError(f'{source} has no weights under prefix={prefix!r} (its keys start with '
+                              f'{sorted({k.split(".")[0] + "." for k in state})[:8]}).')
+    return picked
+
+
+def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
+                    map_location: Any = 'cpu') -> List[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
     ``checkpoint``: ``inline://<variant>``, an http(s) URL (both resolved to a local file, downloaded
     into the cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' |
-    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``).
+    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``). ``prefix``,
+    ``map_location``: as in mmengine's ``Pretrained`` init (``prefix='backbone.'`` takes the backbone
+    out of a detector or segmentor checkpoint).
     Raises ``CheckpointError`` naming every missing, unexpected or shape-mismatched key;
     returns the keys dropped as unused for dense prediction (logged in one line).
     """
     path = resolve(checkpoint)
-    chosen, which = select_weights(read_checkpoint(path), weights, repr(path))
+    chosen, which = select_weights(read_checkpoint(path, map_location=map_location, example=example_variant(model)),
+                                   weights, repr(path))
+    if prefix:
+        chosen = with_prefix(chosen, prefix, repr(path))
     state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
     model_state = model.state_dict()
     missing, unexpected, mismatched = compare(model_state, state)
@@ -176,3 +212,28 @@ def _summary(keys: List[str]) -> str:
         name = k.rsplit('.', 1)[0].split('.')[0] if k.startswith(('head', 'out_norms')) else k.rsplit('.', 1)[-1]
         groups[name] = groups.get(name, 0) + 1
     return ', '.join(f'{n} x{c}' if c > 1 else n for n, c in groups.items())
+
+
+def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
+    """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
+    ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
+    in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""
+    path = resolve(filename)
+    obj = read_checkpoint(path, map_location=map_location or 'cpu')
+    chosen, which = select_weights(obj, 'auto', repr(path))
+    rest = {k: v for k, v in obj.items() if k not in ('model', 'state_dict', 'state_dict_ema', 'model_ema')}
+    meta = dict(rest['meta']) if isinstance(rest.get('meta'), dict) else {}
+    meta.update(inline_weights=which, inline_source=path)
+    return {**rest, 'state_dict': dict(chosen), 'meta': meta}
+
+
+_registered = False
+
+
+def register_mmengine_scheme() -> None:
+    """Registers ``inline://`` with mmengine's ``CheckpointLoader`` (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline, force=True)
+    _registered = True

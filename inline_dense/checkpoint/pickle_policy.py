@@ -1,12 +1,14 @@
 """What the restricted unpickler (``safe_unpickle``) allows: the allow-list, the denied modules,
 and the inert :class:`PickledObject` that stands in for objects of any other class."""
+import builtins
 import pickle
-from collections import OrderedDict
 from typing import Any, Dict
 
 import torch
 
-# Roots of modules whose globals are never resolved, not even to a placeholder.
+from .mmengine_types import mmengine_safe_globals
+
+# Modules (and their submodules) whose globals are never resolved, not even to a placeholder.
 DENIED_MODULES = frozenset({
     'os', 'posix', 'nt', 'posixpath', 'ntpath', 'subprocess', '_posixsubprocess', 'sys', 'builtins',
     '__builtin__', 'shutil', 'importlib', 'imp', 'runpy', 'pickle', '_pickle', 'cPickle', 'copyreg',
@@ -17,7 +19,11 @@ DENIED_MODULES = frozenset({
     'io', '_io', 'codecs', '_codecs', 'tempfile', 'glob', 'zipimport', 'pkgutil', 'site', 'sysconfig',
     'distutils', 'setuptools', 'pip', 'shelve', 'dbm', 'sqlite3', 'linecache', 'ast', 'dis',
     'compileall', 'py_compile', 'zipfile', 'tarfile', 'commands', 'popen2', 'tkinter', 'pydoc',
-    'dill', 'cloudpickle', 'joblib'})
+    'dill', 'cloudpickle', 'joblib',
+    # constructing these reads files or the environment: traceback.FrameSummary reads a source line
+    # (linecache); DeviceMesh / DTensor join process groups; the compilers and the hub run or fetch code
+    'traceback', 'logging', 'warnings', 'tokenize', 'torch.distributed', 'torch._dynamo', 'torch._inductor',
+    'torch.jit', 'torch.hub', 'torch.package', 'torch.utils.cpp_extension', 'torch.cuda', 'torch.multiprocessing'})
 # Safe builtins beyond torch's list: containers and scalars (calling them only builds data).
 _SAFE_BUILTINS = ('set', 'frozenset', 'complex', 'slice', 'bytearray', 'range', 'object', 'dict', 'list',
                   'tuple', 'int', 'float', 'str', 'bool', 'bytes')
@@ -84,22 +90,32 @@ def _reconstructor_stand_in(cls: Any, base: Any, state: Any) -> Any:
     raise RefusedPickle(f'refusing copyreg._reconstructor({cls!r}, {base!r}): only allowed for data objects')
 
 
+def is_denied(module: str) -> bool:
+    """Whether ``module`` or a package above it is in :data:`DENIED_MODULES`."""
+    parts = module.split('.')
+    return any('.'.join(parts[:i]) in DENIED_MODULES for i in range(1, len(parts) + 1))
+
+
 def allowed_globals() -> Dict[str, Any]:
-    """'module.name' -> object: torch's weights_only list, the user safe globals, safe builtins."""
-    out: Dict[str, Any] = {}
+    """'module.name' -> object: torch's own ``weights_only`` list, mmengine's checkpoint types
+    (``mmengine_types``), safe builtins.
+
+    Globals other libraries add with ``torch.serialization.add_safe_globals`` are *not* taken over
+    (torch.distributed adds ``traceback.FrameSummary``, which reads files): a class of theirs
+    becomes inert data like any other. Without torch's list (a torch whose private API moved) this
+    raises rather than guessing: the allow-list fails closed.
+    """
     try:
         from torch import _weights_only_unpickler as wo
-        out.update(wo._get_allowed_globals())
-        out.update(wo._get_user_allowed_globals())
-    except (ImportError, AttributeError):  # older / reorganised torch: the essentials by hand
-        import torch._utils as tu
-        out.update({f'torch._utils.{n}': getattr(tu, n) for n in dir(tu) if n.startswith('_rebuild_')})
-        out.update({'collections.OrderedDict': OrderedDict, 'torch.Size': torch.Size,
-                    'torch.nn.parameter.Parameter': torch.nn.Parameter, 'torch.device': torch.device})
-        for entry in torch.serialization.get_safe_globals():
-            obj, name = entry if isinstance(entry, tuple) else (entry, f'{entry.__module__}.{entry.__qualname__}')
-            out[name] = obj
-    import builtins
+        torch_allowed = wo._get_allowed_globals()
+    except (ImportError, AttributeError) as exc:
+        raise RefusedPickle(f'torch {torch.__version__} has no weights_only allow-list where inline_dense reads it '
+                            f'(torch._weights_only_unpickler._get_allowed_globals), so nothing beyond tensors can be '
+                            f'read safely; install the torch of requirements/lock.txt') from exc
+    out: Dict[str, Any] = dict(torch_allowed)  # vetted by torch (e.g. _codecs.encode only builds bytes)
+    for entry in mmengine_safe_globals():
+        obj, name = entry if isinstance(entry, tuple) else (entry, f'{entry.__module__}.{entry.__qualname__}')
+        out[name] = obj
     out.update({f'builtins.{n}': getattr(builtins, n) for n in _SAFE_BUILTINS})
     out['copyreg._reconstructor'] = _reconstructor_stand_in
     return out

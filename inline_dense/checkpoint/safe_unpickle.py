@@ -24,20 +24,36 @@ Contract (what a pickle may do here):
   Calling (REDUCE) an unknown global from a module not imported here is allowed only when its
   name is a class name (CamelCase); a lower-case name (a function, by convention) is refused.
 - REDUCE / NEWOBJ / BUILD on a real object are allowed exactly as ``weights_only`` allows them.
+- APPEND(S) only into a ``list``, SETITEM(S) only into a ``dict`` / ``OrderedDict`` / ``Counter``,
+  ADDITEMS only into a ``set`` (or, for each, a placeholder, which stores the items as data):
+  the opcodes never call a method of any other object.
+
+A malformed pickle (an opcode without its operands, an unknown opcode, arguments an allowed
+class does not take) raises :class:`MalformedPickle`, one that ends early ``EOFError``.
 
 Refusals raise :class:`RefusedPickle` (an ``UnpicklingError``) before anything is called.
 """
 import _compat_pickle
 import io
 import pickle
+import struct
 import sys
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Dict, List, Set, Tuple
 
 import torch
 
-from .pickle_policy import DENIED_MODULES, PickledObject, RefusedPickle, allowed_globals
+from .pickle_policy import DENIED_MODULES, PickledObject, RefusedPickle, allowed_globals, is_denied
+
+# Exact types the container opcodes may fill (subclasses could run code in their methods).
+LIST_TYPES = (list,)
+DICT_TYPES = (dict, OrderedDict, Counter)
+SET_TYPES = (set,)
+
+
+class MalformedPickle(pickle.UnpicklingError):
+    """The pickle's opcodes do not form a valid pickle (not a refusal: nothing disallowed was named)."""
 
 def _lookup_loaded(module: str, name: str) -> Any:
     """The object ``module.name`` if that module is imported already (no import, no
@@ -75,7 +91,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
         full = f'{module}.{name}'
         if full in self.allowed:
             return self.allowed[full]
-        if module.split('.')[0] in DENIED_MODULES:
+        if is_denied(module):
             raise RefusedPickle(f'it names {full}, which can run code or reach the system and is not '
                                 f'on the allow-list')
         real = _lookup_loaded(module, name)
@@ -102,8 +118,13 @@ class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
         if id(func) in self._callable_ids and callable(func):
             try:
                 return func(*args)
+            except RefusedPickle:
+                raise
             except pickle.UnpicklingError as exc:  # e.g. the getattr stand-in refusing
                 raise RefusedPickle(str(exc)) from exc
+            except (TypeError, ValueError, IndexError, KeyError, RuntimeError) as exc:  # the data's arguments
+                raise MalformedPickle(f'{how} of {getattr(func, "__qualname__", func)!r} with the pickled '
+                                      f'arguments failed ({type(exc).__name__}: {str(exc)[:120]})') from exc
         raise RefusedPickle(f'it calls {func!r} ({how}), which is not on the allow-list')
 
     def _new(self, cls: Any, args: Tuple, kwargs: Dict[str, Any]) -> Any:
@@ -160,11 +181,60 @@ class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
         else:
             raise RefusedPickle(f'it sets the state of {inst!r:.80} (BUILD), which is not allowed')
 
+    # ------------------------------------------------------------------ containers
+    def _target(self, kinds: Tuple[type, ...], opcode: str) -> Any:
+        target = self.stack[-1]
+        if type(target) in kinds or isinstance(target, PickledObject):
+            return target
+        raise RefusedPickle(f'it applies {opcode} to {type(target).__name__!r}; only '
+                            f'{"/".join(k.__name__ for k in kinds)} (or data objects) may be filled')
+
+    def load_append(self) -> None:
+        item = self.stack.pop()
+        self._target(LIST_TYPES, 'APPEND').append(item)
+
+    def load_appends(self) -> None:
+        items = self.pop_mark()
+        self._target(LIST_TYPES, 'APPENDS').extend(items)
+
+    def load_setitem(self) -> None:
+        value = self.stack.pop()
+        key = self.stack.pop()
+        self._target(DICT_TYPES, 'SETITEM')[key] = value  # exact types: their own, builtin __setitem__
+
+    def load_setitems(self) -> None:
+        items = self.pop_mark()
+        target = self._target(DICT_TYPES, 'SETITEMS')
+        if len(items) % 2:
+            raise MalformedPickle('SETITEMS with a key and no value')
+        for i in range(0, len(items), 2):
+            target[items[i]] = items[i + 1]
+
+    def load_additems(self) -> None:
+        items = self.pop_mark()
+        target = self._target(SET_TYPES, 'ADDITEMS')
+        for item in items:
+            target.add(item)
+
+    def load(self) -> Any:
+        try:
+            return super().load()
+        except pickle.UnpicklingError:
+            raise
+        except (IndexError, KeyError, struct.error, UnicodeDecodeError, ValueError) as exc:
+            # an opcode without its operands (IndexError: the stack is empty), an unknown opcode (KeyError)
+            raise MalformedPickle(f'the pickle is malformed ({type(exc).__name__}: {str(exc)[:120]})') from exc
+
     dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
     dispatch[pickle.REDUCE[0]] = load_reduce
     dispatch[pickle.NEWOBJ[0]] = load_newobj
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
     dispatch[pickle.BUILD[0]] = load_build
+    dispatch[pickle.APPEND[0]] = load_append
+    dispatch[pickle.APPENDS[0]] = load_appends
+    dispatch[pickle.SETITEM[0]] = load_setitem
+    dispatch[pickle.SETITEMS[0]] = load_setitems
+    dispatch[pickle.ADDITEMS[0]] = load_additems
 
 
 def _pickle_module(report: Set[str]) -> Any:
@@ -221,4 +291,4 @@ def load(path: str, map_location: Any = 'cpu') -> Tuple[Any, List[str]]:
     return obj, sorted(report)
 
 
-__all__ = ['DENIED_MODULES', 'PickledObject', 'RefusedPickle', 'RestrictedUnpickler', 'allowed_globals', 'load', 'loads']
+__all__ = ['DENIED_MODULES', 'MalformedPickle', 'PickledObject', 'RefusedPickle', 'RestrictedUnpickler', 'allowed_globals', 'load', 'loads']

@@ -3,24 +3,31 @@
 :func:`resolve` turns any of them into a local file:
 
 - ``inline://inline_swin_t``: ``checkpoints/inline_swin_t.pth`` relative to the current directory,
-  then to this checkout's root; then the cache (``$INLINE_DENSE_CACHE/checkpoints``, default
-  ``~/.cache/inline_dense/checkpoints``, file ``inline_swin_t.pth``, sha256-checked); then a download
-  of the authors' published file (the URLs in :data:`PUBLISHED`) into the cache.
-- ``http(s)://...``: the cache entry recorded for that URL (the authors' URLs share the short
-  names' files), else a download; the file is named after the URL's file name, Content-Disposition's
-  file name, or for ``.../f/<id>/?dl=1`` style links the ``<id>``.
+  then to this checkout's root (files you place there yourself); then the cached download of the
+  authors' published file (the URLs in :data:`PUBLISHED`); then that download. Nothing else in
+  the cache can stand for a short name.
+- ``http(s)://...``: the cached download of exactly that URL, else a download.
 - anything else: a local path, returned as it is (``~`` expanded).
 
-The second use of a name or URL makes no request. ``register_mmengine_scheme`` makes
+The cache (``$INLINE_DENSE_CACHE/checkpoints``, default ``~/.cache/inline_dense/checkpoints``) names
+each file after its URL alone (:func:`cache_name`: readable stem + hash of the URL), so no server
+header and no other URL can take a file's place. Every use checks the file against its record
+(URL, sha256). The second use of a name or URL makes no request and takes no lock, so a read-only
+cache serves what it holds. ``loading.register_mmengine_scheme`` makes
 ``mmengine.runner.load_checkpoint(model, 'inline://...')`` work too.
 """
+import contextlib
+import hashlib
 import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional
 
-from .download import cache_lock, download, read_sidecar, verify
+from mmengine.logging import print_log
+
+from .download import (CorruptCacheError, DownloadError, archive_problem, cache_lock, delete_hint, download,
+                       read_sidecar, sidecar_of, verify)
 
 SCHEME = 'inline://'
 
@@ -73,16 +80,17 @@ def variant_of(checkpoint: str) -> str:
     return variant
 
 
-def url_file_name(url: str) -> str:
-    """The cache file name for ``url``: the short name's file for the authors' URLs, else the
-    URL's file name, else (``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``) ``<id>.pth``."""
-    for variant, published in PUBLISHED.items():
-        if published.url == url:
-            return f'{variant}.pth'
-    parts = [p for p in urllib.parse.urlsplit(url).path.split('/') if p]
-    name = urllib.parse.unquote(parts[-1]) if parts else urllib.parse.urlsplit(url).netloc
-    name = re.sub(r'[^A-Za-z0-9._+-]', '_', name).lstrip('.') or 'download'
-    return name if '.' in name else f'{name}.pth'
+def cache_name(url: str) -> str:
+    """The cache file name of ``url``: ``<stem>-<12 hex digits of sha256(url)>.pth``, the stem being
+    the short name for the authors' URLs, else the URL's last path part (the ``<id>`` of
+    ``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``) without its extension."""
+    stem = next((v for v, p in PUBLISHED.items() if p.url == url), None)
+    if stem is None:
+        parts = [p for p in urllib.parse.urlsplit(url).path.split('/') if p]
+        name = urllib.parse.unquote(parts[-1]) if parts else urllib.parse.urlsplit(url).netloc
+        stem = re.sub(r'[^A-Za-z0-9._+-]', '_', name.rsplit('.', 1)[0] if '.' in name else name).strip('.')
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return f'{stem[:64] or "download"}-{digest}.pth'
 
 
 def _local_candidates(variant: str) -> list:
@@ -90,18 +98,53 @@ def _local_candidates(variant: str) -> list:
     return [Path.cwd() / rel, repo_root() / rel]
 
 
-def _manual_hint(variant: Optional[str], url: Optional[str], cached: Path) -> str:
-    where = (f'save it as checkpoints/{variant}.pth (in this checkout or the directory you run from) or as '
-             f'{cached}' if variant else f'save it as {cached}')
+def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
+    where = (f'save it as checkpoints/{variant}.pth (in this checkout or the directory you run from)'
+             if variant else 'save it anywhere')
     get = f'Download {url} by hand (e.g. in a browser) and {where}' if url else f'Put the file there: {where}'
     return (f'{get}, or point init_cfg.checkpoint at the file wherever it is (--cfg-options '
             f'model.backbone.init_cfg.checkpoint=/path/file.pth); no conversion is needed.')
 
 
-def _cached(path: Path) -> Optional[Path]:
-    if path.is_file():
-        verify(path)  # raises CorruptCacheError on a changed file
+class UnreadableCacheError(CorruptCacheError):
+    """A cached file with a correct record that does not read as a checkpoint (an older version's
+    download cut off without Content-Length)."""
+
+
+def _cached(path: Path, url: str, repair: bool) -> Optional[Path]:
+    """``path`` if it is a verified, complete download of ``url``; None if absent. A complete
+    record over an unreadable file (written by an older version) is deleted when ``repair``
+    (the caller holds the lock and downloads again), else reported with what to delete."""
+    if not path.is_file():
+        return None
+    verify(path, url)
+    problem = archive_problem(path, thorough=False)
+    if problem is None:
         return path
+    if not repair:
+        raise UnreadableCacheError(f'cached checkpoint {path} (from {url}) is not a readable checkpoint: {problem}. '
+                                f'{delete_hint(path).capitalize()}; the next run downloads it again.')
+    print_log(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again',
+              logger='current', level=30)
+    path.unlink()
+    sidecar_of(path).unlink()
+    return None
+
+
+def _legacy(variant: str, url: str) -> Optional[Path]:
+    """``<cache>/<variant>.pth`` as older versions named downloads: used only if it came from ``url``."""
+    path = checkpoint_cache() / f'{variant}.pth'
+    if not path.is_file():
+        return None
+    if (read_sidecar(path) or {}).get('url') != url:
+        problem = f'its record does not name {url}, the published file of inline://{variant}'
+    else:
+        verify(path, url)
+        problem = archive_problem(path, thorough=False)
+        if problem is None:
+            return path
+    print_log(f'checkpoint cache: ignoring {path} (named by an older inline_dense): {problem}; '
+              f'{delete_hint(path)}', logger='current', level=30)
     return None
 
 
@@ -110,51 +153,44 @@ def resolve_variant(variant: str, allow_download: bool = True) -> Path:
     for candidate in _local_candidates(variant):
         if candidate.is_file():
             return candidate
-    with cache_lock(checkpoint_cache(), f'{variant}.pth'):
-        return _cached_or_download_variant(variant, allow_download)
-
-
-def _cached_or_download_variant(variant: str, allow_download: bool) -> Path:
-    cache = checkpoint_cache()
-    found = _cached(cache / f'{variant}.pth')
-    if found is not None:
-        return found
     published = PUBLISHED[variant]
-    hint = _manual_hint(variant, published.url, cache / f'{variant}.pth')
     if published.url is None:
         raise FileNotFoundError(f'inline://{variant}: no local file (looked at '
-                                f'{", ".join(map(str, _local_candidates(variant)))}, {cache / (variant + ".pth")}) '
-                                f'and the download URL of {published.title} is not known to inline_dense. {hint}')
-    if not allow_download:
-        raise FileNotFoundError(f'inline://{variant} is not available offline. {hint}')
-    return download(published.url, cache, f'{variant}.pth', f'{variant}.pth', hint)
+                                f'{", ".join(map(str, _local_candidates(variant)))}) and the download URL of '
+                                f'{published.title} is not known to inline_dense. {_manual_hint(variant, None)}')
+    return _resolve_url(published.url, allow_download, variant)
 
 
 def resolve_url(url: str, allow_download: bool = True) -> Path:
-    """The cached file for ``url`` (found by name or by the URL its record holds), else a download."""
-    with cache_lock(checkpoint_cache(), url_file_name(url)):
-        return _cached_or_download_url(url, allow_download)
+    """The cached download of ``url``, else a download."""
+    return _resolve_url(url, allow_download, None)
 
 
-def _cached_or_download_url(url: str, allow_download: bool) -> Path:
+def _resolve_url(url: str, allow_download: bool, variant: Optional[str]) -> Path:
     cache = checkpoint_cache()
-    name = url_file_name(url)
-    candidate = cache / name
-    record = read_sidecar(candidate) if candidate.is_file() else None
-    if candidate.is_file() and (record is None or record.get('url') in (None, url)):
-        verify(candidate)
-        return candidate
-    if cache.is_dir():  # a file named by the server (Content-Disposition)
-        for sidecar in sorted(cache.glob('*.json')):
-            target = sidecar.with_name(sidecar.name[:-len('.json')])
-            if target.is_file() and (read_sidecar(target) or {}).get('url') == url:
-                verify(target)
-                return target
-    hint = _manual_hint(None, url, candidate)
+    path = cache / cache_name(url)
+    broken = None
+    try:
+        found = _cached(path, url, repair=False) or (_legacy(variant, url) if variant else None)
+    except UnreadableCacheError as exc:  # repaired below, under the lock
+        found, broken = None, exc
+    if found is not None:
+        return found
+    hint = _manual_hint(variant, url)
     if not allow_download:
-        raise FileNotFoundError(f'{url} is not in the checkpoint cache ({cache}). {hint}')
-    variant_name = name if name[:-len('.pth')] in PUBLISHED else None
-    return download(url, cache, variant_name, name, hint)
+        what = f'inline://{variant}' if variant else url
+        if broken is not None:
+            raise broken
+        raise FileNotFoundError(f'{what} is not available offline (not in the checkpoint cache {cache}). {hint}')
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(cache_lock(cache, path.name))  # another process may be downloading it
+        except DownloadError as exc:  # a read-only cache: say what is wrong with the file it holds
+            if broken is not None:
+                raise broken from exc
+            raise
+        found = _cached(path, url, repair=True)
+        return found if found is not None else download(url, path, hint)
 
 
 def resolve(checkpoint: str, allow_download: bool = True) -> str:
@@ -169,30 +205,3 @@ def resolve(checkpoint: str, allow_download: bool = True) -> str:
     if checkpoint.startswith(('http://', 'https://')):
         return str(resolve_url(checkpoint, allow_download))
     return os.path.expanduser(checkpoint)
-
-
-def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
-    """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
-    ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
-    in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""
-    from .loading import read_checkpoint, select_weights
-    path = resolve(filename)
-    obj = read_checkpoint(path, map_location=map_location or 'cpu')
-    chosen, which = select_weights(obj, 'auto', repr(path))
-    rest = {k: v for k, v in obj.items() if k not in ('model', 'state_dict', 'state_dict_ema', 'model_ema')}
-    meta = dict(rest['meta']) if isinstance(rest.get('meta'), dict) else {}
-    meta.update(inline_weights=which, inline_source=path)
-    return {**rest, 'state_dict': dict(chosen), 'meta': meta}
-
-
-_registered = False
-
-
-def register_mmengine_scheme() -> None:
-    """Registers ``inline://`` with mmengine's ``CheckpointLoader`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    from mmengine.runner import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline, force=True)
-    _registered = True

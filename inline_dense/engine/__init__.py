@@ -7,11 +7,13 @@ runners find them):
   does the same without a Runner);
 * ``AtomicCheckpointHook``: checkpoints and ``last_checkpoint`` written atomically;
 * ``DeterministicResumeHook``: a resumed run draws the same random numbers as an
-  uninterrupted one;
+  uninterrupted one (the generators' states travel in the checkpoints);
+* ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
+from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import (AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint,
                             newest_complete_checkpoint)
 from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes,
@@ -19,6 +21,6 @@ from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padd
 from .cpu_amp import CpuAmpOptimWrapper
 from .randomness import DeterministicResumeHook, derived_seed
 
-__all__ = ['AtomicCheckpointHook', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
+__all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']

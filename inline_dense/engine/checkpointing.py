@@ -14,30 +14,25 @@ it checks the checkpoint the pointer names and falls back to the newest complete
 
 Config: ``default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', interval=1))``.
 """
+import difflib
 import glob
+import inspect
 import os
 import os.path as osp
 import re
-import zipfile
-from typing import List, Optional
+from pathlib import Path
+from typing import Any, List, Optional
 
 from mmengine.dist import is_main_process
 from mmengine.fileio.backends import LocalBackend
 from mmengine.hooks import CheckpointHook
 from mmengine.logging import print_log
 from mmengine.registry import HOOKS
+from mmengine.runner import Runner
 
-TMP_PREFIX = '.tmp-'
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    """Writes ``text`` to ``path`` so that readers see the old or the new content, never a part."""
-    tmp = osp.join(osp.dirname(path) or '.', f'{TMP_PREFIX}{osp.basename(path)}.{os.getpid()}')
-    with open(tmp, 'w') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+from ..checkpoint.atomic import TMP_PREFIX, atomic_write_text, commit
+from ..checkpoint.download import archive_problem
+from .mmengine_compat import check_mmengine_version, runner_private
 
 
 def is_complete_checkpoint(path: Optional[str]) -> bool:
@@ -46,13 +41,7 @@ def is_complete_checkpoint(path: Optional[str]) -> bool:
     A truncated write loses the zip central directory at the end of the file, so opening
     it fails; the tensors are not read.
     """
-    if not path or not osp.isfile(path):
-        return False
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return any(name.endswith('data.pkl') for name in zf.namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
+    return bool(path) and osp.isfile(path) and archive_problem(Path(path), thorough=False) is None
 
 
 def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pth') -> Optional[str]:
@@ -69,6 +58,47 @@ def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pt
     return None
 
 
+def own_checkpoint(work_dir: str) -> Optional[str]:
+    """The checkpoint ``work_dir/last_checkpoint`` names (None without a pointer).
+
+    mmengine writes an absolute path. When that path is in another directory and ``work_dir``
+    holds a file of the same name, the work directory was moved or copied: its own file is
+    returned, not the original directory's.
+    """
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    if not osp.isfile(pointer):
+        return None
+    with open(pointer) as f:
+        target = f.read().strip()
+    local = osp.join(work_dir, osp.basename(target)) if target else ''
+    if local and osp.realpath(osp.dirname(target)) != osp.realpath(work_dir) and osp.isfile(local):
+        print_log(f'{pointer} names {target}, outside this work directory (it was moved or copied); using '
+                  f'its own {local}', logger='current', level=30)
+        return local
+    return target
+
+
+class HookOptionError(TypeError):
+    """A checkpoint hook option that does not exist (a typo such as ``intervall``)."""
+
+
+def unknown_options_message(hook_name: str, unknown: List[str]) -> str:
+    known = sorted(_HOOK_OPTIONS)
+    hints = [f'{name!r}' + (f' (did you mean {close[0]!r}?)' if close else '')
+             for name in unknown for close in [difflib.get_close_matches(name, known, 1)]]
+    return (f'default_hooks.checkpoint ({hook_name}): unknown option(s) {", ".join(hints)}. '
+            f'It takes {", ".join(known)}.')
+
+
+# CheckpointHook passes options it does not know to Runner.save_checkpoint, which takes none besides
+# those the hook passes itself: every unknown option is a mistake.
+_HOOK_OPTIONS = frozenset(p for p in inspect.signature(CheckpointHook.__init__).parameters
+                          if p not in ('self', 'kwargs'))
+_SAVE_OPTIONS = frozenset(inspect.signature(Runner.save_checkpoint).parameters) - {
+    'self', 'out_dir', 'filename', 'file_client_args', 'save_optimizer', 'save_param_scheduler', 'meta', 'by_epoch',
+    'backend_args'}
+
+
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
     """``CheckpointHook`` whose periodic checkpoints and ``last_checkpoint`` are written atomically.
@@ -79,28 +109,35 @@ class AtomicCheckpointHook(CheckpointHook):
     Other storage backends fall back to the parent's behaviour.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        check_mmengine_version()
+        unknown = sorted(set(kwargs) - _HOOK_OPTIONS - _SAVE_OPTIONS)
+        if unknown:  # mmengine passes them on to Runner.save_checkpoint, which fails at the first save
+            raise HookOptionError(unknown_options_message(type(self).__name__, unknown))
+        super().__init__(*args, **kwargs)
+
     def before_run(self, runner) -> None:
         super().before_run(runner)
-        if getattr(runner, '_resume', False) and getattr(runner, '_load_from', None) is None:
+        if runner_private(runner, '_resume') and runner_private(runner, '_load_from') is None:
             self._check_resume_target(runner)
 
     def _check_resume_target(self, runner) -> None:
         pointer = osp.join(runner.work_dir, 'last_checkpoint')
-        if not osp.exists(pointer):
+        target = own_checkpoint(runner.work_dir)
+        if target is None:
             return
-        with open(pointer) as f:
-            target = f.read().strip()
         if is_complete_checkpoint(target):
-            return
-        directory = osp.dirname(target) if target else runner.work_dir
-        fallback = newest_complete_checkpoint(directory, self.filename_tmpl)
-        if fallback is None:
-            raise RuntimeError(
-                f'--resume: {pointer} names {target!r}, which is missing or truncated, and no complete '
-                f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
-                f'good checkpoint, or delete {pointer} to train from scratch.')
-        print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
-                  f'resuming from {fallback} instead.', logger='current', level=30)
+            fallback = target
+        else:
+            directory = osp.dirname(target) if target else runner.work_dir
+            fallback = newest_complete_checkpoint(directory, self.filename_tmpl)
+            if fallback is None:
+                raise RuntimeError(
+                    f'--resume: {pointer} names {target!r}, which is missing or truncated, and no complete '
+                    f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
+                    f'good checkpoint, or delete {pointer} to train from scratch.')
+            print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
+                      f'resuming from {fallback} instead.', logger='current', level=30)
         runner._load_from = fallback  # mmengine resumes from load_from when resume=True
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
@@ -112,16 +149,19 @@ class AtomicCheckpointHook(CheckpointHook):
         # the kept list goes into the checkpoint (a resumed run deletes what it lists) ...
         dropped = self._update_kept(runner, step)
         tmp_name = f'{TMP_PREFIX}{ckpt_filename}'
-        runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
-                               save_optimizer=self.save_optimizer,
-                               save_param_scheduler=self.save_param_scheduler, meta=meta,
-                               by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        tmp_path = osp.join(self.out_dir, tmp_name)
+        try:
+            runner.save_checkpoint(self.out_dir, tmp_name, self.file_client_args,
+                                   save_optimizer=self.save_optimizer,
+                                   save_param_scheduler=self.save_param_scheduler, meta=meta,
+                                   by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        except BaseException:
+            if is_main_process() and osp.exists(tmp_path):
+                os.remove(tmp_path)
+            raise
         if not is_main_process():
             return
-        tmp_path = osp.join(self.out_dir, tmp_name)
-        with open(tmp_path, 'rb+') as f:
-            os.fsync(f.fileno())
-        os.replace(tmp_path, self.last_ckpt)
+        commit(tmp_path, self.last_ckpt)
         atomic_write_text(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
         # ... but the files beyond max_keep_ckpts are deleted only now that the new one is safe
         for old_step in dropped:

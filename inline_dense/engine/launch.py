@@ -1,10 +1,15 @@
 """What tools/train.py, tools/test.py and tools/demo_toy.py share: loading a config,
 telling MMDetection from MMSegmentation configs, and running on CPU-only machines."""
+import datetime
 import importlib
 import os
 import os.path as osp
+import sys
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
 
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
 REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -92,7 +97,6 @@ def adapt_to_cpu(cfg) -> None:
     which torch does not support on CPU. The process group is started here, because mmengine's
     own start-up binds each process to a GPU first.
     """
-    import torch
     launcher = cfg.get('launcher', 'none')
     if launcher == 'none' or torch.cuda.is_available():
         return
@@ -118,9 +122,6 @@ def adapt_to_cpu(cfg) -> None:
 
 def init_cpu_process_group(dist_cfg: dict) -> None:
     """Starts the gloo process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...)."""
-    import datetime
-
-    import torch.distributed as dist
     if dist.is_initialized():
         return
     missing = [k for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT') if k not in os.environ]
@@ -141,3 +142,70 @@ def build_runner(cfg):
         return RUNNERS.build(cfg)
     return Runner.from_cfg(cfg)
 
+
+
+class MissingDatasetError(FileNotFoundError):
+    """A dataset the config reads is not where the config says."""
+
+
+# What each dataset type's data_root holds and where to get it (the datasets' own sites).
+DATASET_HELP = {
+    'CocoDataset': ('COCO 2017: annotations/instances_{train,val}2017.json, train2017/, val2017/',
+                    'https://cocodataset.org/#download (or mmdet\'s tools/misc/download_dataset.py --dataset-name coco2017)',
+                    'configs/toy/mask-rcnn_inline-swin-mini_fpn_toy-coco.py'),
+    'ADE20KDataset': ('ADE20K (ADEChallengeData2016): images/{training,validation}/, annotations/{training,validation}/',
+                      'http://sceneparsing.csail.mit.edu/ (ADEChallengeData2016.zip)',
+                      'configs/toy/upernet_inline-swin-mini_toy-ade.py'),
+}
+
+
+def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
+    """(config key, dataset dict) of every dataset in a dataloader's dataset, wrappers included."""
+    if not isinstance(node, dict):
+        return []
+    found = [(where, node)] if 'data_root' in node or 'ann_file' in node else []
+    found += _datasets(node.get('dataset'), f'{where}.dataset')
+    for i, child in enumerate(node.get('datasets') or []):
+        found += _datasets(child, f'{where}.datasets.{i}')
+    return found
+
+
+def _missing_path(dataset: dict) -> Optional[str]:
+    root = dataset.get('data_root') or ''
+    if root and not osp.isdir(root):
+        return root
+    ann = dataset.get('ann_file')
+    if isinstance(ann, str) and ann and not osp.isfile(osp.join(root, ann)):
+        return osp.join(root, ann)
+    return None
+
+
+def check_datasets(cfg, loaders: Sequence[str]) -> None:
+    """Raises :class:`MissingDatasetError` (one message: the missing path, what it should hold,
+    where to get it, how to point the config elsewhere or try a toy config) when a dataset of
+    ``loaders`` (e.g. ``('train_dataloader', 'val_dataloader')``) is not on disk. Toy datasets,
+    which generate their data on first use, are not checked."""
+    for loader in loaders:
+        for key, dataset in _datasets((cfg.get(loader) or {}).get('dataset'), f'{loader}.dataset'):
+            kind = dataset.get('type') if isinstance(dataset.get('type'), str) else ''
+            missing = None if kind.startswith('Toy') else _missing_path(dataset)
+            if missing is None:
+                continue
+            holds, source, toy = next((v for k, v in DATASET_HELP.items() if kind.endswith(k)),
+                                      (f'the {kind or "dataset"} files', 'the dataset\'s website', 'configs/toy/'))
+            root = dataset.get('data_root') or missing
+            raise MissingDatasetError(
+                f'{missing} does not exist (abspath {osp.abspath(missing)}), and {key} reads its {kind} from there. '
+                f'It should hold {holds}. Get it from {source} and put it there, or link it: ln -s /path/to/data '
+                f'{root.rstrip("/")} (simplest: paths such as val_evaluator.ann_file are derived from it). Elsewhere, '
+                f'point the config at it: --cfg-options {key}.data_root=/path/to/data/ and the same for the other '
+                f'dataloaders and evaluators. To try the tools without it, use a toy config, which generates its '
+                f'data on first use: python tools/train.py {toy}')
+
+
+def run_tool(main: Callable[[], Any], errors: Tuple[type, ...]) -> None:
+    """Runs a tool's ``main``; an error of the ``errors`` types ends it with its message alone (exit 1)."""
+    try:
+        main()
+    except errors as exc:
+        sys.exit(f'error: {exc}')

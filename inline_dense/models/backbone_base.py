@@ -93,6 +93,9 @@ class InLineBackboneBase(BaseModule):
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
+        if not 0.0 <= drop_path_rate < 1.0:
+            raise ValueError(f'{name}: drop_path_rate={drop_path_rate} must be in [0, 1): it is the probability of '
+                             f'skipping the last block (0 turns stochastic depth off).')
         rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
         self.strides: Tuple[int, ...] = ()
@@ -127,10 +130,9 @@ class InLineBackboneBase(BaseModule):
                              f'got {tuple(x.shape)}. Pass a batch of {self.in_channels}-channel images, '
                              f'or set in_channels to match.')
         h, w = x.shape[-2:]
-        if min(h, w) < self.min_input_size:
-            raise ValueError(f'{name}: input {h}x{w} is smaller than {self.min_input_size}x'
-                             f'{self.min_input_size}, the total stride of the backbone; resize or pad '
-                             f'the image to at least {self.min_input_size} pixels per side.')
+        if not (x.is_floating_point() or x.shape[0] == 0):
+            raise TypeError(f'{name}: got a {x.dtype} input; the backbone takes normalised floating-point images '
+                            f'(what the data preprocessor makes of the pixels: (x - mean) / std as float).')
         if valid_hw is not None:
             sizes = [tuple(s) for s in valid_hw]
             if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
@@ -151,8 +153,17 @@ class InLineBackboneBase(BaseModule):
 
         ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are then
         ignored by the attention, so an image's features do not depend on its batch.
+        A side below the total stride is padded here, with the padding masked; an empty batch
+        gives empty outputs; floating-point input is cast to the parameters' dtype.
         """
         self.check_input(x, valid_hw)
+        h, w = x.shape[-2:]
+        sizes = {i: (-(-h // self.strides[i]), -(-w // self.strides[i])) for i in self.out_indices}
+        if x.shape[0] == 0:  # an empty batch: empty outputs of the usual shapes
+            return tuple(x.new_zeros(0, self.embed_dims[i], *sizes[i]) for i in self.out_indices)
+        param = next(self.parameters(), None)
+        x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
+        x, valid_hw = pad_to_min_size(x, valid_hw, self.min_input_size)
         outs = []
         tokens, hw = x, None
         for i, stage in enumerate(self.stages):
@@ -160,7 +171,7 @@ class InLineBackboneBase(BaseModule):
             mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
             tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
             if i in self.out_indices:
-                outs.append(self.output(i, tokens, hw))
+                outs.append(self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]])
         return tuple(outs)
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
@@ -236,6 +247,17 @@ class InLineBackboneBase(BaseModule):
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
         """Authors' (or our own) layout -> this backbone's keys, plus the keys dropped."""
         raise NotImplementedError
+
+
+def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[Sequence[HW]],
+                    min_size: int) -> Tuple[torch.Tensor, Optional[Sequence[HW]]]:
+    """(B, C, H, W) zero-padded bottom/right to at least ``min_size`` per side, with ``valid_hw``
+    (each image's real size; the whole input when None) so that the padding is masked."""
+    h, w = x.shape[-2:]
+    if min(h, w) >= min_size:
+        return x, valid_hw
+    padded = nn.functional.pad(x, (0, max(min_size - w, 0), 0, max(min_size - h, 0)))
+    return padded, valid_hw if valid_hw is not None else [(h, w)] * x.shape[0]
 
 
 def valid_grid_sizes(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:

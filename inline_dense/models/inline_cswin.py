@@ -45,7 +45,8 @@ class InLineCSwin(InLineBackboneBase):
 
     Args:
         arch: 'tiny', 'small', 'base' or a dict with embed_dims/depths/num_heads/split_size/attn_type.
-        embed_dims, depths, num_heads, split_size, attn_type: override the arch's values.
+        embed_dims, depths, num_heads, split_size, attn_type: override the arch's values (an int
+            split_size: the same for every stage).
             attn_type has one letter per stage: I (InLine) or S (softmax stripes).
         mlp_ratio: MLP hidden width over C.
         kernel, attn_impl: phi and evaluation of InLine attention, as in ``InLineSwin``.
@@ -67,7 +68,7 @@ class InLineCSwin(InLineBackboneBase):
 
     def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
-                 split_size: Optional[Sequence[int]] = None, attn_type: Optional[str] = None,
+                 split_size: Union[int, Sequence[int], None] = None, attn_type: Optional[str] = None,
                  mlp_ratio: float = 4.0, qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto',
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True,
@@ -79,6 +80,8 @@ class InLineCSwin(InLineBackboneBase):
                          init_cfg=init_cfg)
         dims, n = self.embed_dims, len(self.depths)
         splits = self.arch['split_size']
+        if isinstance(splits, int):  # one stripe width for every stage
+            splits = self.arch['split_size'] = (splits,) * n
         self.strides = tuple(4 * 2 ** i for i in range(n))
         self.stem = ConvDownsample(in_channels, dims[0], 7, 4, 2)
         self.stages = nn.ModuleList()

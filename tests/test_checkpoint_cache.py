@@ -1,0 +1,113 @@
+"""The checkpoint cache cannot be poisoned or truncated (issue 17): names come from URLs only,
+no download replaces another URL's file, only complete archives enter, a read-only cache serves
+what it holds, files get the umask's mode. Served from 127.0.0.1 only (see test_checkpoint_download)."""
+import builtins
+import hashlib
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve
+from reference_models import authors_checkpoint
+from test_checkpoint_download import cache_entries, cached, isolated, publish, server  # noqa: F401 (fixtures)
+
+
+def data(variant):
+    return Path(authors_checkpoint(variant)).read_bytes()
+
+
+def test_a_server_named_file_cannot_stand_for_a_short_name(server, monkeypatch):
+    evil = f'{server.url}/evil/inline_pvt_mini.pth'  # answers Content-Disposition: filename=inline_swin_t.pth
+    assert Path(resolve(evil)).read_bytes() == data('inline_pvt_mini')
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    with pytest.raises(FileNotFoundError, match='not available offline'):
+        resolve('inline://inline_swin_t', allow_download=False)
+    assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
+    assert server.requests == ['/evil/inline_pvt_mini.pth', '/files/inline_swin_mini.pth']
+
+
+def test_a_url_ending_in_a_short_names_file_does_not_replace_it(server, monkeypatch):
+    published = f'{server.url}/files/inline_swin_mini.pth'
+    publish(monkeypatch, 'inline_swin_t', published)
+    first = Path(resolve('inline://inline_swin_t'))
+    server.files['inline_swin_t.pth'] = data('inline_pvt_mini')
+    other = Path(resolve(f'{server.url}/files/inline_swin_t.pth'))
+    assert other != first and other.read_bytes() == data('inline_pvt_mini')
+    assert Path(resolve('inline://inline_swin_t')) == first and first.read_bytes() == data('inline_swin_mini')
+    assert json.loads(first.with_name(first.name + '.json').read_text())['url'] == published
+
+
+def test_a_cut_download_without_content_length_never_enters_the_cache(server, monkeypatch):
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/nolen/inline_swin_mini.pth')
+    with pytest.raises(DownloadError, match='not a complete checkpoint: it is cut off') as info:
+        resolve('inline://inline_swin_t')
+    assert 'checkpoints/inline_swin_t.pth' in str(info.value)
+    assert cache_entries() == []
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
+
+
+def test_two_urls_with_one_server_name_downloading_at_once(server):
+    urls = {v: f'{server.url}/slow/{v}.pth' for v in ('inline_swin_mini', 'inline_pvt_mini')}
+    got = {}
+    threads = [threading.Thread(target=lambda v=v: got.update({v: resolve(urls[v])})) for v in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got.values())) == 2
+    for variant, path in got.items():
+        assert Path(path).read_bytes() == data(variant), variant
+
+
+def test_a_read_only_cache_serves_what_it_holds(server, monkeypatch):
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    path = resolve('inline://inline_swin_t')
+    cache = checkpoint_cache()
+    for p in [*cache.iterdir(), cache]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    real_open = builtins.open
+
+    def read_only_open(file, mode='r', *args, **kwargs):  # root ignores modes: refuse writes here too
+        if str(file).startswith(str(cache)) and any(c in mode for c in 'wax+'):
+            raise PermissionError(13, 'Permission denied', str(file))
+        return real_open(file, mode, *args, **kwargs)
+    monkeypatch.setattr(builtins, 'open', read_only_open)
+    try:
+        assert resolve('inline://inline_swin_t') == path
+        with pytest.raises(DownloadError, match='not writable.*INLINE_DENSE_CACHE'):
+            resolve(f'{server.url}/files/inline_pvt_mini.pth')
+    finally:
+        cache.chmod(0o755)
+
+
+def test_downloaded_files_respect_the_umask(server, monkeypatch):
+    old = os.umask(0o022)
+    try:
+        path = Path(resolve(f'{server.url}/files/inline_swin_mini.pth'))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(path.with_name(path.name + '.json').stat().st_mode) == 0o644
+
+
+def _record(path, url):
+    path.with_name(path.name + '.json').write_text(json.dumps(
+        {'url': url, 'sha256': hashlib.sha256(path.read_bytes()).hexdigest(), 'size': path.stat().st_size}))
+
+
+def test_an_unreadable_cached_file_is_fetched_again(server, monkeypatch):
+    """As older versions left them: half a file, recorded with its own sha256."""
+    url = f'{server.url}/files/inline_swin_mini.pth'
+    publish(monkeypatch, 'inline_swin_t', url)
+    cache = checkpoint_cache()
+    cache.mkdir(parents=True)
+    for path in (cache / 'inline_swin_t.pth', cached(url)):  # the old name and the current one
+        path.write_bytes(data('inline_swin_mini')[:1000])
+        _record(path, url)
+    assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
+    assert server.requests == ['/files/inline_swin_mini.pth']
