@@ -20,6 +20,7 @@ from inline_dense.engine.checkpointing import HookOptionError, is_complete_check
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.ops import uses_stand_in
 from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
 
 USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
@@ -64,10 +65,12 @@ def enable_amp(cfg) -> None:
             raise ValueError('--amp with optim_wrapper.dtype=float16 needs a GPU: torch has no float16 '
                              'autocast on CPU. Leave dtype unset (bfloat16 is used on CPU) or drop --amp.')
         model = cfg.get('model') or {}
-        if model.get('rpn_head') or model.get('roi_head'):
-            raise ValueError(f'--amp on CPU: {model.get("type")} proposes boxes with mmcv\'s NMS / RoIAlign, whose CPU '
-                             f'kernels have no bfloat16 version. On CPU, --amp works for one-stage detectors '
-                             f'(RetinaNet) and the segmentors; train this model without --amp, or with --amp on a GPU.')
+        # mmcv-lite's stand-in runs NMS / RoIAlign on bfloat16 boxes and features in float32.
+        if (model.get('rpn_head') or model.get('roi_head')) and not uses_stand_in():
+            raise ValueError(f'--amp on CPU: {model.get("type")} proposes boxes with compiled mmcv\'s NMS / RoIAlign, '
+                             f'whose CPU kernels have no bfloat16 version. On CPU with compiled mmcv, --amp works '
+                             f'for one-stage detectors (RetinaNet) and the segmentors; train this model without '
+                             f'--amp, with --amp on a GPU, or on mmcv-lite (MMCV=lite bash tools/setup_env.sh).')
         wrapper.type = 'CpuAmpOptimWrapper'
     else:
         wrapper.type = 'AmpOptimWrapper'
