@@ -1,0 +1,50 @@
+"""One-off conversion of an authors' checkpoint into a backbone checkpoint.
+
+It sits with the models, above the checkpoint reading it uses: each backbone class knows its
+authors' key layout (``convert_pretrained``)."""
+from typing import Tuple
+
+import torch
+
+from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
+from ..typing import StateDict
+from .inline_cswin import InLineCSwin
+from .inline_pvt import InLinePVT
+from .inline_swin import InLineSwin
+
+
+def detect_backbone(state: StateDict) -> str:
+    """'InLineSwin', 'InLinePVT' or 'InLineCSwin' from the key layout (authors' or ours)."""
+    keys = list(state)
+    if any(k.startswith(('stage1_conv_embed.', 'stem.conv.')) for k in keys):
+        return 'InLineCSwin'
+    if any(k.startswith('layers.') for k in keys) or any('.downsample.reduction.' in k for k in keys):
+        return 'InLineSwin'
+    if any(k.startswith(('block1.', 'patch_embed1.', 'pos_embed1')) for k in keys) or \
+            any(k.startswith('stages.') and '.pos_embed' in k for k in keys):
+        return 'InLinePVT'
+    raise CheckpointError('cannot tell whether this checkpoint holds InLine-Swin, InLine-PVT or InLine-CSwin weights '
+                          f'(first keys: {keys[:5]}); pass --backbone explicitly.')
+
+
+def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = False,
+                 weights: str = 'auto') -> Tuple[str, int, int]:
+    """Reads ``src`` (authors' layout; a path, ``inline://<variant>`` or an http(s) URL), writes
+    ``{'state_dict': ..., 'meta': ...}`` to ``dst``.
+
+    ``weights``: 'auto' (EMA if the file has it) | 'model' | 'ema'. ``trusted`` unpickles
+    arbitrary objects (see ``read_checkpoint``; rarely needed: configs and optimizer state load as
+    data without it); the file written holds tensors and plain data only.
+    Returns (backbone, tensors, dropped keys).
+    """
+    path = resolve(src)
+    chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
+    state = state_dict_of(chosen, repr(src), 'model')
+    name = detect_backbone(state) if backbone == 'auto' else backbone
+    classes = {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}
+    if name not in classes:
+        raise ValueError(f'unknown backbone {name!r}; use one of {sorted(classes)} or auto.')
+    converted, dropped = classes[name].convert_pretrained(state)
+    torch.save({'state_dict': converted, 'meta': {'converted_from': str(src), 'backbone': name,
+                                                  'dropped': dropped, 'weights': which}}, dst)
+    return name, len(converted), len(dropped)
