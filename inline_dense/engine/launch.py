@@ -6,8 +6,10 @@ import os.path as osp
 import warnings
 from typing import Any, Optional
 
+from ..checkpoint.sources import repo_root
+
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
-REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO_ROOT = str(repo_root())
 CODEBASES = ('mmdet', 'mmseg')
 
 
