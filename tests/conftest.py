@@ -5,7 +5,9 @@ Markers live in pytest.ini. Fixtures here:
 * ``tiny_backbone(kind, init=True, **overrides)``: a small InLine-Swin / InLine-PVT / InLine-CSwin
   (``kind`` in ``TINY_KINDS``) with every kind of block, fast on a CPU;
 * ``load_tool(name)``: ``tools/<name>.py`` as a module;
-* ``one_thread``: torch limited to one thread for the test (small tensors on shared cores).
+* ``one_thread``: torch limited to one thread for the test (small tensors on shared cores);
+* ``toy_dir``: a working directory whose ``data/toy_coco`` and ``data/toy_ade`` (the toy configs'
+  ``data_root``) hold tiny toy datasets, made once per session.
 """
 import importlib.util
 from pathlib import Path
@@ -59,6 +61,18 @@ def import_tool(name: str) -> ModuleType:
 @pytest.fixture(scope='session')
 def load_tool() -> Callable[[str], ModuleType]:
     return import_tool
+
+
+TOY_DATA = dict(num_train=8, num_val=3, image_size=64)
+
+
+@pytest.fixture(scope='session')
+def toy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from inline_dense.toy_data import make_toy_ade, make_toy_coco
+    base = tmp_path_factory.mktemp('toy')
+    make_toy_coco(str(base / 'data' / 'toy_coco'), **TOY_DATA)
+    make_toy_ade(str(base / 'data' / 'toy_ade'), **TOY_DATA)
+    return base
 
 
 @pytest.fixture

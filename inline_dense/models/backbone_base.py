@@ -98,7 +98,7 @@ class InLineBackboneBase(BaseModule):
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
-        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
         strides = tuple(self.build(**(build_options or {})))
         stages = getattr(self, 'stages', None)
