@@ -163,14 +163,18 @@ def _one_cycle(start: str, group: Set[str], graph: Dict[str, List[Edge]]) -> Lis
     raise AssertionError(f'no cycle through {start}')
 
 
-def listing(edges: List[Edge]) -> str:
-    """One line per import statement (its most specific target, not the packages it runs)."""
+def statements(edges: List[Edge]) -> List[Edge]:
+    """One edge per import statement: its most specific target, not the packages it runs."""
     deepest: Dict[tuple, Edge] = {}
     for e in edges:
         key = (e.source, e.line)
         if key not in deepest or len(e.target) > len(deepest[key].target):
             deepest[key] = e
-    return '\n'.join(f'  {e.source} imports {e.target}  [{e.where()}]' for e in deepest.values())
+    return list(deepest.values())
+
+
+def listing(edges: List[Edge]) -> str:
+    return '\n'.join(f'  {e.source} imports {e.target}  [{e.where()}]' for e in statements(edges))
 
 
 def describe(cycle: List[Edge]) -> str:
@@ -272,7 +276,7 @@ def test_importing_a_module_runs_its_package(tmp_path):
 
 
 if __name__ == '__main__':
-    for sub, targets in sorted(sibling_imports(import_edges(PACKAGE_DIR)).items()):
+    for sub, targets in sorted(sibling_imports(statements(import_edges(PACKAGE_DIR))).items()):
         for target, found in sorted(targets.items()):
             names = sorted({f'{e.source.split(".", 2)[-1]} -> {e.target.split(".", 1)[-1]}' for e in found})
             print(f'{sub} -> {target}: ' + '; '.join(names))

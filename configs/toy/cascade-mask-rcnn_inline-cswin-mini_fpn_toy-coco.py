@@ -36,7 +36,7 @@ model = dict(
         rpn=dict(nms_pre=300, max_per_img=100),
         rcnn=dict(max_per_img=20)))
 
-# fewer iterations than the other toy configs (toy-loops.py): three cascade stages cost more
+# fewer iterations than the other toy configs (_base_/toy-schedule.py): three cascade stages cost more
 max_iters = 300
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
 param_scheduler = [_base_.param_scheduler[0], dict(_base_.param_scheduler[1], end=max_iters)]

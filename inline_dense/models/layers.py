@@ -15,6 +15,8 @@ class Mlp(nn.Module):
     Not ``timm.layers.Mlp`` (same ``fc1``/``fc2`` keys): importing ``timm.layers`` takes seconds
     (2.7-3.1 s measured with ``python -X importtime`` on the shared CI machine), which every
     ``import inline_dense`` would pay; timm is imported only where a block drops paths (below).
+    For the same reason ``trunc_normal_`` comes from torch / mmengine (the same initialiser), and
+    sizes go through ``arch.to_2tuple_size`` (timm's ``to_2tuple`` checks nothing).
     """
 
     def __init__(self, embed_dims: int, hidden_dims: int) -> None:

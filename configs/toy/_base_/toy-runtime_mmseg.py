@@ -1,15 +1,12 @@
 # Runtime of the MMSegmentation toy configs: the runtime of every MMSegmentation config here,
 # the toy datasets' registration, and a short from-scratch AdamW schedule with a linear decay.
-_base_ = ['../../_base_/inline_runtime_mmseg.py', './toy-loops.py']
+_base_ = ['../../_base_/inline_runtime_mmseg.py', './toy-schedule.py']
 
 # the runtime base's imports, plus the module that registers the toy datasets
 custom_imports = dict(_base_.custom_imports,
                       imports=_base_.custom_imports.imports + ['inline_dense.toy_data.datasets'])
 
-optim_wrapper = dict(
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0))
+optim_wrapper = dict(optimizer=dict(weight_decay=0.01))
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=30),
     dict(type='PolyLR', power=1.0, eta_min=0.0, by_epoch=False, begin=30, end=_base_.max_iters),
