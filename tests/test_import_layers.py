@@ -43,7 +43,8 @@ class Edge(NamedTuple):
 
     def where(self) -> str:
         kind = 'inside a function' if self.in_function else 'at module level'
-        return f'{self.path.relative_to(self.path.parents[len(self.source.split(".")) - 1])}:{self.line} ({kind})'
+        root = next(d for d in self.path.parents if d.name == self.source.split('.')[0])
+        return f'{self.path.relative_to(root.parent)}:{self.line} ({kind})'
 
 
 def module_files(package_dir: Path) -> Dict[str, Path]:
