@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from mmengine.config import Config
+
+from conftest import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ROOT = ROOT / 'configs'
@@ -46,7 +47,8 @@ def plain(value: Any) -> Any:
 
 
 def merged(path: Path) -> Dict[str, Any]:
-    return plain(Config.fromfile(str(path), import_custom_modules=False).to_dict())
+    """The merged config as JSON data (read once per session with test_configs, conftest.load_config)."""
+    return plain(load_config(path).to_dict())
 
 
 def differences(old: Any, new: Any, where: str = '') -> Iterator[str]:

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import inline_dense  # noqa: F401
-from conftest import shrink_backbone
+from conftest import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / 'configs'
@@ -50,8 +50,7 @@ def quick_options(max_iters: int) -> List[str]:
 
 @functools.lru_cache(maxsize=None)
 def task_of(config: Path) -> str:
-    from mmengine.config import Config
-    return Config.fromfile(str(config), import_custom_modules=False).get('default_scope', 'mmdet')
+    return load_config(config).get('default_scope', 'mmdet')
 
 
 def own_picture(path: Path, height: int = 90, width: int = 140) -> str:
@@ -111,9 +110,8 @@ def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkey
 @pytest.mark.slow
 @pytest.mark.parametrize('config', REAL_CONFIGS, ids=lambda p: p.name)
 def test_config_with_a_runner_layout_checkpoint(config, tmp_path):
-    from mmengine.config import Config
     from mmengine.registry import init_default_scope
-    cfg = shrink_backbone(Config.fromfile(str(config)))
+    cfg = shrink_backbone(load_config(config))
     scope = cfg.get('default_scope', 'mmdet')
     init_default_scope(scope)
     if scope == 'mmseg':
