@@ -1,18 +1,30 @@
 """InLine attention backbones for MMDetection 3.x and MMSegmentation 1.x.
 
-Importing the package registers ``InLineSwin``, ``InLinePVT`` and ``InLineCSwin`` in mmdet's and
-mmseg's MODELS registries and makes mmengine's checkpoints loadable under
-``torch.load(weights_only=True)``. With mmcv-lite, ``mmcv.ops`` runs on :mod:`inline_dense.ops`.
+What ``import inline_dense`` does, all of it below and each step idempotent (a second import,
+or mmdet and mmseg imported in either order, leaves the same registries):
+
+1. mmcv-lite gets its ops: ``mmcv.ops`` runs on :mod:`inline_dense.ops` (before anything
+   imports ``mmcv.ops``);
+2. registry entries, each made where its class is defined, in mmengine's root registries
+   (mmdet's and mmseg's registries are its children and find them): ``MODELS``: ``InLineSwin``,
+   ``InLinePVT``, ``InLineCSwin`` (:mod:`inline_dense.models`); ``HOOKS``:
+   ``InLinePaddingMaskHook``, ``AtomicCheckpointHook``, ``DeterministicResumeHook``;
+   ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`inline_dense.engine`). A name taken by
+   someone else raises mmengine's "already registered" error; nothing is overwritten;
+3. ``torch.load(weights_only=True)`` accepts the types mmengine writes into checkpoints;
+4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names.
 """
 import inline_dense_mmcv_hook
 
-inline_dense_mmcv_hook.install()  # before mmcv.ops is imported below: mmcv-lite gets its ops
+inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
-from .checkpoint.mmengine_types import allow_mmengine_checkpoint_types
-from .models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
-from . import engine  # noqa: F401  registers InLinePaddingMaskHook, AtomicCheckpointHook, DeterministicResumeHook
+from . import engine, models  # noqa: E402,F401  2. the classes register themselves as they are defined
+from .checkpoint import register_mmengine_scheme  # noqa: E402
+from .checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
+from .models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin  # noqa: E402
 
-allow_mmengine_checkpoint_types()
+allow_mmengine_checkpoint_types()  # 3.
+register_mmengine_scheme()  # 4.
 
 __version__ = '0.1.0'
 __all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', '__version__']

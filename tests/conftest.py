@@ -5,8 +5,12 @@ Markers live in pytest.ini. Fixtures here:
 * ``tiny_backbone(kind, init=True, **overrides)``: a small InLine-Swin / InLine-PVT / InLine-CSwin
   (``kind`` in ``TINY_KINDS``) with every kind of block, fast on a CPU;
 * ``load_tool(name)``: ``tools/<name>.py`` as a module;
-* ``one_thread``: torch limited to one thread for the test (small tensors on shared cores).
+* ``one_thread``: torch limited to one thread for the test (small tensors on shared cores);
+* ``load_config(path)``: a fresh copy of ``Config.fromfile(path)``, each file read once per session;
+* ``toy_dir``: a working directory whose ``data/toy_coco`` and ``data/toy_ade`` (the toy configs'
+  ``data_root``) hold tiny toy datasets, made once per session.
 """
+import copy
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -59,6 +63,31 @@ def import_tool(name: str) -> ModuleType:
 @pytest.fixture(scope='session')
 def load_tool() -> Callable[[str], ModuleType]:
     return import_tool
+
+
+_CONFIGS: Dict[str, Any] = {}
+
+
+def load_config(path: Any) -> Any:
+    """A fresh copy of the mmengine Config at ``path``. Reading is cached: resolving ``mmdet::`` /
+    ``mmseg::`` bases makes mmengine read every metafile of the package (about a second a config)."""
+    from mmengine.config import Config
+    key = str(path)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = Config.fromfile(key)
+    return copy.deepcopy(_CONFIGS[key])
+
+
+TOY_DATA = dict(num_train=8, num_val=3, image_size=64)
+
+
+@pytest.fixture(scope='session')
+def toy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from inline_dense.toy_data import make_toy_ade, make_toy_coco
+    base = tmp_path_factory.mktemp('toy')
+    make_toy_coco(str(base / 'data' / 'toy_coco'), **TOY_DATA)
+    make_toy_ade(str(base / 'data' / 'toy_ade'), **TOY_DATA)
+    return base
 
 
 @pytest.fixture

@@ -178,18 +178,7 @@ TOY_CONFIGS = ['retinanet_inline-pvt-mini_fpn_toy-coco.py', 'upernet_inline-swin
                'fpn_inline-pvt-mini_toy-ade.py', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py']
 
 
-@pytest.fixture(scope='module')
-def toy_data(tmp_path_factory):
-    pytest.importorskip('mmdet')
-    pytest.importorskip('mmseg')
-    from inline_dense.toy_data import make_toy_ade, make_toy_coco
-    base = tmp_path_factory.mktemp('toy_amp')
-    make_toy_coco(str(base / 'data' / 'toy_coco'), num_train=4, num_val=2, image_size=64)
-    make_toy_ade(str(base / 'data' / 'toy_ade'), num_train=4, num_val=2, image_size=64)
-    return base
-
-
-def train_amp(name: str, toy_data, work):
+def train_amp(name: str, toy_dir, work):
     """``tools/train.py --amp`` for two iterations of a toy config, as a user runs it."""
     import os
     import subprocess
@@ -201,7 +190,7 @@ def train_amp(name: str, toy_data, work):
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
     return subprocess.run([sys.executable, str(root / 'tools' / 'train.py'), str(root / 'configs' / 'toy' / name),
-                           '--amp', '--work-dir', str(work), '--cfg-options', *opts], cwd=toy_data,
+                           '--amp', '--work-dir', str(work), '--cfg-options', *opts], cwd=toy_dir,
                           env=dict(os.environ, OMP_NUM_THREADS='1'), capture_output=True, text=True, timeout=600)
 
 
@@ -224,12 +213,12 @@ def test_train_tool_amp_refuses_two_stage_detectors_on_cpu_with_compiled_mmcv(lo
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', TOY_CONFIGS)
-def test_train_tool_amp_with_toy_configs(name, toy_data, tmp_path):
+def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path):
     """Two iterations of ``tools/train.py --amp`` (bfloat16 autocast on CPU): finite losses
     and weights, and the run really used the AMP optimizer wrapper."""
     import json
     work = tmp_path / 'work'
-    proc = train_amp(name, toy_data, work)
+    proc = train_amp(name, toy_dir, work)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     dumped = (work / name).read_text()
     assert 'AmpOptimWrapper' in dumped and 'bfloat16' in dumped

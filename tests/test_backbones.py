@@ -3,10 +3,14 @@ import math
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.autograd.graph import saved_tensors_hooks
+from torch.func import functional_call
 from torch.utils.flop_counter import FlopCounterMode
 
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
+from inline_dense.models.backbone_base import InLineBackboneBase
+from inline_dense.models.window_attention import relative_position_index
 
 INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
 
@@ -27,15 +31,36 @@ ARCH_DIMS = [
 ] + [(InLinePVT, arch, [64, 128, 320, 512]) for arch in ('tiny', 'small', 'medium', 'large')]
 
 
+def shapes_without_compute(model: torch.nn.Module, h: int, w: int) -> list:
+    """Output shapes of ``model`` (built on the meta device) for a (1, 3, h, w) input, run on fake
+    tensors: every shape is worked out, no memory is filled and no product is computed."""
+    relative_position_index.cache_clear()  # a cache of tensors: none made in the fake mode may stay
+    try:
+        with FakeTensorMode():
+            tensors = {n: torch.empty(t.shape, dtype=t.dtype) for n, t in [*model.named_parameters(),
+                                                                            *model.named_buffers()]}
+            with torch.no_grad():
+                outs = functional_call(model, tensors, (torch.empty(1, 3, h, w),))
+            return [tuple(o.shape) for o in outs]
+    finally:
+        relative_position_index.cache_clear()
+
+
 @pytest.mark.parametrize('cls,arch,dims', ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
 def test_arch_shapes(cls, arch, dims):
-    """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride)."""
-    model = cls(arch=arch).eval()
+    """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride).
+    The full-size presets on fake tensors; the tiny ones also really, with finite outputs."""
+    with torch.device('meta'):
+        model = cls(arch=arch).eval()
     for h, w in INPUTS:
-        with torch.no_grad():
-            outs = model(torch.randn(1, 3, h, w))
-        assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
-        assert all(torch.isfinite(o).all() for o in outs)
+        assert shapes_without_compute(model, h, w) == expected_shapes(h, w, dims)
+    if arch == 'tiny':
+        model = cls(arch=arch).eval()
+        for h, w in INPUTS:
+            with torch.no_grad():
+                outs = model(torch.randn(1, 3, h, w))
+            assert [tuple(o.shape) for o in outs] == expected_shapes(h, w, dims)
+            assert all(torch.isfinite(o).all() for o in outs)
 
 
 def test_cswin_block_layout():
@@ -198,3 +223,50 @@ def test_registered_in_mmdet_and_mmseg():
     assert isinstance(model, InLineSwin)
     model = DET.build(dict(type='InLineCSwin', arch='tiny', depths=(1, 1, 1, 1)))
     assert isinstance(model, InLineCSwin)
+
+
+class OneStage(InLineBackboneBase):
+    """The least a subclass writes: a preset and ``build``."""
+
+    arch_zoo = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
+
+    def __init__(self, strides=(4,), frozen_stages=-1):
+        super().__init__('one', {}, in_channels=3, kernel='identity', attn_impl='auto', out_indices=(0,),
+                         out_norm=True, frozen_stages=frozen_stages, drop_path_rate=0.0, init_cfg=None,
+                         build_options=dict(strides=strides))
+
+    def build(self, strides):
+        stage = torch.nn.Module()
+        stage.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
+        self.stages = torch.nn.ModuleList([stage])
+        return strides
+
+
+def test_base_class_sets_strides_and_freezes():
+    model = OneStage(frozen_stages=1)
+    assert model.strides == (4,) and model.min_input_size == 4
+    assert not any(p.requires_grad for p in model.stages[0].parameters())  # build() never called _freeze
+    assert not any(p.requires_grad for p in model.out_norms['0'].parameters())
+
+
+def test_base_class_refuses_a_build_without_one_stride_per_stage():
+    with pytest.raises(TypeError, match=r'OneStage.build must .* return 1 strides'):
+        OneStage(strides=())
+
+
+def test_base_class_refuses_a_subclass_without_build():
+    class NoBuild(OneStage):
+        build = InLineBackboneBase.build
+
+    with pytest.raises(NotImplementedError, match='NoBuild must define build'):
+        NoBuild()
+
+
+def test_init_cfg_initialisers_run_and_init_cfg_stays(tiny_backbone):
+    init_cfg = [dict(type='Constant', layer='Linear', val=0.5, bias=0.25)]
+    model = tiny_backbone('pvt', init=False, init_cfg=init_cfg)
+    model.init_weights()
+    assert model.init_cfg == init_cfg
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(bool((m.weight == 0.5).all()) for m in linears)
+    assert all(bool((m.bias == 0.25).all()) for m in linears if m.bias is not None)

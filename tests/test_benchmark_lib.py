@@ -1,4 +1,5 @@
 """inline_dense.analysis' benchmark library and the two CLIs over it: small sizes, CPU, one run."""
+import argparse
 import json
 import math
 import sys
@@ -89,7 +90,7 @@ def test_plan_jobs_labels_and_skip_globs():
     assert all(j.runs == 1 for j in planned)
     assert jobs.parse_hw('800x1216') == (800, 1216)
     for bad in ('800', '0x5', 'axb'):
-        with pytest.raises(Exception, match='HxW|positive'):
+        with pytest.raises(argparse.ArgumentTypeError, match='HxW|positive'):
             jobs.parse_hw(bad)
 
 

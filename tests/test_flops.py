@@ -84,8 +84,14 @@ def test_backbone_count_is_linear_in_pixels_and_sees_attention():
 
 
 def test_count_params_counts_shared_tensors_once():
-    lin = torch.nn.Linear(4, 4)
-    model = torch.nn.Sequential(lin, lin)
+    """A weight tied between two layers (and a layer used twice) counts once; summing each
+    module's own parameters counts them again."""
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4, bias=False)
+    b.weight = a.weight  # tied
+    model = torch.nn.Sequential(a, b, a)
+    per_module = sum(p.numel() for _, m in model.named_modules(remove_duplicate=False)
+                     for p in m.parameters(recurse=False))
+    assert per_module == 3 * (4 * 4) + 2 * 4  # a twice (weight + bias), b's tied weight
     assert count_params(model) == 4 * 4 + 4
 
 

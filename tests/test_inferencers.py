@@ -1,13 +1,20 @@
 """Running a trained model on your own pictures: mmdet's ``DetInferencer`` and mmseg's
 ``MMSegInferencer`` with the configs here.
 
-- Every toy config: a checkpoint written by ``tools/train.py`` (one iteration on a tiny toy set),
-  then the inferencer on a toy picture and on a picture of another size (PNG), writing the
-  visualisation and the prediction files.
-- Every COCO / ADE20K config (slow): the model the config builds, with fewer blocks per stage
-  (the pipeline, heads and dataset meta are what the inferencer exercises), saved in the Runner's
-  checkpoint layout (``state_dict`` + ``meta.dataset_meta``; training needs the real data), then the
-  inferencer on a picture.
+The inferencer plumbing (test pipeline, dataset meta, the head's results, the files written) is
+the same for every config of one codebase and head family, so one config each is run:
+
+- a toy config per codebase: a checkpoint written by ``tools/train.py`` (one iteration on a tiny
+  toy set), then the inferencer on a toy picture and on a picture of another size (PNG), writing
+  the visualisation and the prediction files;
+- a COCO / ADE20K config per head family (Mask R-CNN, Cascade Mask R-CNN, RetinaNet, UperNet,
+  Semantic FPN; the three backbone families among them): the model the config builds, with fewer
+  blocks per stage, saved in the Runner's checkpoint layout (``state_dict`` +
+  ``meta.dataset_meta``; training needs the real data), then the inferencer on a picture.
+
+Every config's model is built and predicts in ``test_configs.test_builds_and_predicts``; every
+config merges to its recorded settings in ``test_config_snapshot``; every toy config trains,
+resumes and tests in ``test_toy_e2e``.
 """
 import functools
 from pathlib import Path
@@ -18,12 +25,19 @@ import pytest
 import torch
 
 import inline_dense  # noqa: F401
-from conftest import shrink_backbone
-from inline_dense.toy_data import make_toy_ade, make_toy_coco
+from conftest import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY_CONFIGS = sorted((ROOT / 'configs' / 'toy').glob('*.py'))
-REAL_CONFIGS = sorted(p for p in (ROOT / 'configs').glob('*/*.py') if p.parent.name not in ('toy', '_base_'))
+CONFIGS = ROOT / 'configs'
+TOY_CONFIGS = [CONFIGS / 'toy' / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py',
+               CONFIGS / 'toy' / 'upernet_inline-swin-mini_toy-ade.py']
+REAL_CONFIGS = [
+    CONFIGS / 'mask_rcnn' / 'mask-rcnn_inline-pvt-t_fpn_1x_coco.py',
+    CONFIGS / 'cascade_rcnn' / 'cascade-mask-rcnn_inline-cswin-t_fpn_ms-crop-3x_coco.py',
+    CONFIGS / 'retinanet' / 'retinanet_inline-swin-t_fpn_1x_coco.py',
+    CONFIGS / 'upernet' / 'upernet_inline-cswin-t_8xb2-160k_ade20k-512x512.py',
+    CONFIGS / 'sem_fpn' / 'fpn_inline-pvt-t_4xb4-80k_ade20k-512x512.py',
+]
 pytestmark = pytest.mark.usefixtures('one_thread')
 
 
@@ -36,17 +50,7 @@ def quick_options(max_iters: int) -> List[str]:
 
 @functools.lru_cache(maxsize=None)
 def task_of(config: Path) -> str:
-    from mmengine.config import Config
-    return Config.fromfile(str(config), import_custom_modules=False).get('default_scope', 'mmdet')
-
-
-@pytest.fixture(scope='module')
-def toy_dir(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp('inferencers')
-    small = dict(num_train=4, num_val=2, image_size=64)
-    make_toy_coco(str(base / 'data' / 'toy_coco'), **small)
-    make_toy_ade(str(base / 'data' / 'toy_ade'), **small)
-    return base
+    return load_config(config).get('default_scope', 'mmdet')
 
 
 def own_picture(path: Path, height: int = 90, width: int = 140) -> str:
@@ -105,10 +109,9 @@ def test_toy_config_with_a_train_py_checkpoint(config, toy_dir, tmp_path, monkey
 
 @pytest.mark.slow
 @pytest.mark.parametrize('config', REAL_CONFIGS, ids=lambda p: p.name)
-def test_every_config_with_a_runner_layout_checkpoint(config, tmp_path):
-    from mmengine.config import Config
+def test_config_with_a_runner_layout_checkpoint(config, tmp_path):
     from mmengine.registry import init_default_scope
-    cfg = shrink_backbone(Config.fromfile(str(config)))
+    cfg = shrink_backbone(load_config(config))
     scope = cfg.get('default_scope', 'mmdet')
     init_default_scope(scope)
     if scope == 'mmseg':

@@ -15,15 +15,13 @@ from typing import Dict, List
 import pytest
 import torch
 
-from conftest import import_tool
+from conftest import TOY_DATA, import_tool
 import inline_dense  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
-from inline_dense.toy_data import make_toy_ade, make_toy_coco
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'
 pytestmark = pytest.mark.usefixtures('one_thread')  # tiny tensors on shared cores
 
-SMALL = dict(num_train=8, num_val=3, image_size=64)
 CONFIGS: Dict[str, dict] = {
     'mask-rcnn_inline-swin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'), resume='path'),
     'cascade-mask-rcnn_inline-cswin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
@@ -34,15 +32,6 @@ CONFIGS: Dict[str, dict] = {
     'upernet_inline-swin-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
     'fpn_inline-pvt-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
 }
-
-
-@pytest.fixture(scope='module')
-def toy_dir(tmp_path_factory) -> Path:
-    """A working directory whose data/toy_coco and data/toy_ade are tiny toy datasets."""
-    base = tmp_path_factory.mktemp('toy_e2e')
-    make_toy_coco(str(base / 'data' / 'toy_coco'), **SMALL)
-    make_toy_ade(str(base / 'data' / 'toy_ade'), **SMALL)
-    return base
 
 
 def quick_options(max_iters: int) -> List[str]:
@@ -122,7 +111,7 @@ def test_test_tool_draws_predictions(name, pictures, toy_dir, tmp_path, monkeypa
     show = tmp_path / 'show'
     test.main([config, str(tmp_path / 'iter_1.pth'), '--work-dir', str(tmp_path), '--show-dir', str(show),
                '--cfg-options', *quick_options(1), 'visualizer.name=vis_' + tmp_path.name])
-    assert len(list(show.glob(pictures))) == SMALL['num_val']
+    assert len(list(show.glob(pictures))) == TOY_DATA['num_val']
 
 
 @pytest.mark.slow
@@ -145,7 +134,7 @@ def test_demo_toy(toy_dir, tmp_path, monkeypatch):
     assert math.isfinite(metrics['coco/bbox_mAP']) and math.isfinite(metrics['coco/segm_mAP'])
     import cv2
     picture = cv2.imread(str(tmp_path / 'predictions.png'))
-    assert picture is not None and picture.shape[0] == 2 * 3 * SMALL['image_size']  # 2 rows, 3x upscaled
+    assert picture is not None and picture.shape[0] == 2 * 3 * TOY_DATA['image_size']  # 2 rows, 3x upscaled
 
 
 def free_port() -> int:

@@ -63,7 +63,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--layer-rounds', type=int, default=15)
     p.add_argument('--ablation', action='store_true',
                    help='--layer: also time the intermediate steps of the optimisation')
-    p.add_argument('--worker', default=None, help=argparse.SUPPRESS)  # old worker entry, kept working
     args = p.parse_args(argv)
     if args.models is None:
         args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
@@ -72,7 +71,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in ('batch', 'runs', 'rounds'):
         if getattr(args, name) < 1:
             p.error(f'--{name} must be >= 1')
-    if args.worker is None and not args.layer and not args.replot:
+    if not args.layer and not args.replot:
         problem = zoo.check_entries(args.models, args.config)
         if problem:
             p.error(problem)
@@ -124,10 +123,6 @@ def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
-    if args.worker is not None:
-        from inline_dense.analysis.worker import run_worker
-        run_worker(args.worker)
-        return
     if args.replot:
         with open(args.replot) as f:
             payload = json.load(f)

@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from inline_dense.checkpoint.convert import convert_file  # noqa: E402
+from inline_dense.models.convert import convert_file  # noqa: E402
 
 
 def main() -> None:

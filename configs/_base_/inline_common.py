@@ -22,3 +22,9 @@ inline_paramwise_cfg = dict(
         'relative_position_bias_table': dict(decay_mult=0.),
         'pos_embed': dict(decay_mult=0.),
     })
+
+# The backbone settings every COCO / ADE20K recipe here starts from (the names of mmdet's and
+# mmseg's Swin recipes): all four stages out, each through its own LayerNorm, nothing frozen,
+# no activation checkpointing. A recipe adds the type (and InLine-Swin its window_size):
+#   backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLineSwin', window_size=7)
+inline_recipe_backbone = dict(out_indices=(0, 1, 2, 3), out_norm=True, frozen_stages=-1, with_cp=False)

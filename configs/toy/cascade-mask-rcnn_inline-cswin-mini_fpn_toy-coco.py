@@ -4,11 +4,8 @@
 _base_ = [
     'mmdet::_base_/models/cascade-mask-rcnn_r50_fpn.py',
     './_base_/toy-coco_instance.py',
-    '../_base_/inline_runtime_mmdet.py',  # custom_imports, custom_hooks, atomic checkpoints
+    './_base_/toy-runtime_mmdet.py',  # toy schedule; custom_imports, custom_hooks, atomic checkpoints
 ]
-# the runtime base's imports, plus the module that registers the toy datasets
-custom_imports = dict(_base_.custom_imports,
-                      imports=_base_.custom_imports.imports + ['inline_dense.toy_data.datasets'])
 
 num_classes = 3
 model = dict(
@@ -39,21 +36,8 @@ model = dict(
         rpn=dict(nms_pre=300, max_per_img=100),
         rcnn=dict(max_per_img=20)))
 
+# fewer iterations than the other toy configs (_base_/toy-schedule.py): three cascade stages cost more
 max_iters = 300
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
-val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
-optim_wrapper = dict(
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0),
-    clip_grad=dict(max_norm=10.0, norm_type=2))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=30),
-    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=30, end=max_iters),
-]
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=2))  # AtomicCheckpointHook
-log_processor = dict(by_epoch=False)
-auto_scale_lr = dict(enable=False, base_batch_size=4)
+train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
+param_scheduler = [_base_.param_scheduler[0], dict(_base_.param_scheduler[1], end=max_iters)]
+default_hooks = dict(checkpoint=dict(interval=max_iters))

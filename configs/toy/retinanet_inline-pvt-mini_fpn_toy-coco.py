@@ -4,25 +4,13 @@
 _base_ = [
     'mmdet::_base_/models/retinanet_r50_fpn.py',
     './_base_/toy-coco_instance.py',
-    '../_base_/inline_runtime_mmdet.py',  # custom_imports, custom_hooks, atomic checkpoints
+    './_base_/toy-runtime_mmdet.py',  # toy schedule; custom_imports, custom_hooks, atomic checkpoints
+    './_base_/inline-pvt-mini.py',
 ]
-# the runtime base's imports, plus the module that registers the toy datasets
-custom_imports = dict(_base_.custom_imports,
-                      imports=_base_.custom_imports.imports + ['inline_dense.toy_data.datasets'])
 
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='InLinePVT',
-        embed_dims=(32, 64, 128, 256),
-        depths=(1, 1, 1, 1),
-        num_heads=(1, 2, 4, 8),
-        mlp_ratios=(4, 4, 4, 4),
-        pretrain_img_size=128,
-        drop_path_rate=0.0,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=None),  # from scratch: no pretrained weights on the toy data
-    neck=dict(in_channels=[32, 64, 128, 256], out_channels=64),
+    backbone=dict(_base_.inline_backbone, _delete_=True),
+    neck=dict(in_channels=_base_.inline_channels, out_channels=64),
     bbox_head=dict(num_classes=3, in_channels=64, feat_channels=64, stacked_convs=2,
                    anchor_generator=dict(octave_base_scale=2)),
     test_cfg=dict(nms_pre=300, max_per_img=20))
@@ -47,22 +35,3 @@ val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
 val_evaluator = dict(metric='bbox')
 test_evaluator = val_evaluator
-
-max_iters = 400
-train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
-val_cfg = dict(type='ValLoop')
-test_cfg = dict(type='TestLoop')
-optim_wrapper = dict(
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=1e-3, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(norm_decay_mult=0.0, bias_decay_mult=0.0),
-    clip_grad=dict(max_norm=10.0, norm_type=2))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=30),
-    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=30, end=max_iters),
-]
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=50),
-    checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=2))  # AtomicCheckpointHook
-log_processor = dict(by_epoch=False)
-auto_scale_lr = dict(enable=False, base_batch_size=4)

@@ -6,9 +6,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from ..models.inline_attention import InLineAttention
+from ..models.window_attention import ShiftWindowMSA
+from ..typing import HW
 from .timing import time_calls
 
-HW = Tuple[int, int]
 FLOOR = 'qkv+proj'
 
 
@@ -32,7 +34,6 @@ class _ReferenceChannelsLast(nn.Module):
 
 def inline_copy(source: nn.Module, impl: str) -> nn.Module:
     """An eval-mode ``InLineAttention`` with ``source``'s weights, built with ``impl``."""
-    from inline_dense.models.inline_attention import InLineAttention
     attn = InLineAttention(source.embed_dims, source.num_heads, impl=impl).eval()
     attn.load_state_dict(source.state_dict())
     return attn
@@ -48,8 +49,6 @@ def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1, window:
     the steps in between: 'reference+channels-last' (textbook, depthwise residual
     channels-last) and 'folded-keys' (folded path, ctx always from projected keys).
     """
-    from inline_dense.models.inline_attention import InLineAttention
-    from inline_dense.models.window_attention import ShiftWindowMSA
     torch.manual_seed(0)
     x = torch.randn(batch, tokens_hw[0] * tokens_hw[1], dims)
     inline = InLineAttention(dims, heads).eval()

@@ -117,11 +117,9 @@ def count_flops(model: nn.Module, inputs: Inputs, executed: bool = False,
 
 
 def count_params(model: nn.Module) -> int:
-    """Number of parameters (trainable or frozen), shared tensors counted once."""
-    seen = {}
-    for p in model.parameters():
-        seen[id(p)] = p.numel()
-    return sum(seen.values())
+    """Number of parameters (trainable or frozen), shared tensors counted once
+    (``nn.Module.parameters`` yields each parameter once, however many modules hold it)."""
+    return sum(p.numel() for p in model.parameters())
 
 
 def inline_attention_macs(n: int, c: int, heads: int, qkv_bias: bool = True) -> Dict[str, int]:

@@ -12,10 +12,11 @@ from typing import Iterator, List, Optional, Tuple
 
 from torch import nn
 
+from ..models.inline_attention import IMPLS, InLineAttention
+
 
 def inline_layers(model: nn.Module) -> List[nn.Module]:
     """Every ``InLineAttention`` inside ``model`` (``model`` itself included)."""
-    from ..models.inline_attention import InLineAttention
     return [m for m in model.modules() if isinstance(m, InLineAttention)]
 
 
@@ -23,7 +24,6 @@ def inline_layers(model: nn.Module) -> List[nn.Module]:
 def inline_impl(model: nn.Module, impl: Optional[str]) -> Iterator[None]:
     """Runs every ``InLineAttention`` inside ``model`` with ``impl`` while active, then puts
     each back as it was; ``impl=None`` changes nothing."""
-    from ..models.inline_attention import IMPLS
     if impl is not None and impl not in IMPLS:
         raise ValueError(f'unknown InLine implementation {impl!r}; choose from {list(IMPLS)}.')
     changed: List[Tuple[nn.Module, str]] = []

@@ -16,12 +16,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..typing import HW
 from .memory import KEEP_FREED_ENV, peak_tracker
 from .rows import Measurement, latency, pool
 from .timing import make_step, time_calls
 from .zoo import build_model, config_label, init_model
 
-HW = Tuple[int, int]
 DEFAULT_RESOLUTIONS = ('512x512', '800x1216', '1024x1024', '1600x2432')
 RESULT_PREFIX = 'RESULT '
 

@@ -7,58 +7,49 @@ Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,
 """
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 
 import torch
 from torch import nn
 
+from ..models import InLineCSwin, InLinePVT, InLineSwin
+from ..models.backbone_base import InLineBackboneBase
+
 DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
 
-SWIN = {'t': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24)),
-        's': dict(embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24)),
-        'b': dict(embed_dims=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32))}
-PVT_LAYERS = {'t': (2, 2, 2, 2), 's': (3, 4, 6, 3), 'm': (3, 4, 18, 3), 'l': (3, 8, 27, 3)}
-CSWIN_SIZES = ('t', 's', 'b')
-INLINE_ARCH = {'t': 'tiny', 's': 'small', 'b': 'base', 'm': 'medium', 'l': 'large'}
+# zoo name -> (our class, the mmdet softmax backbone built to the same preset, or None)
+FAMILIES: Dict[str, Tuple[Type[InLineBackboneBase], Optional[str]]] = {
+    'swin': (InLineSwin, 'swin'), 'cswin': (InLineCSwin, None), 'pvt': (InLinePVT, 'pvt')}
 
 
-def _inline_swin(size: str) -> nn.Module:
-    from inline_dense.models import InLineSwin
-    return InLineSwin(INLINE_ARCH[size], drop_path_rate=0.1)
-
-
-def _inline_cswin(size: str) -> nn.Module:
-    from inline_dense.models import InLineCSwin
-    return InLineCSwin(INLINE_ARCH[size], drop_path_rate=0.1)
-
-
-def _inline_pvt(size: str) -> nn.Module:
-    from inline_dense.models import InLinePVT
-    return InLinePVT(INLINE_ARCH[size], drop_path_rate=0.1)
-
-
-def _mmdet_swin(size: str) -> nn.Module:
+def _mmdet_swin(preset: dict) -> nn.Module:
+    # imported here: mmdet is needed only for the softmax baselines
     from mmdet.models.backbones import SwinTransformer
-    return SwinTransformer(window_size=7, drop_path_rate=0.1, **SWIN[size])
+    return SwinTransformer(window_size=7, drop_path_rate=0.1, embed_dims=preset['embed_dims'],
+                           depths=preset['depths'], num_heads=preset['num_heads'])
 
 
-def _mmdet_pvt(size: str) -> nn.Module:
+def _mmdet_pvt(preset: dict) -> nn.Module:
     from mmdet.models.backbones import PyramidVisionTransformer
-    # mmdet's PVT v1 defaults are the paper's (embed 64, heads 1-2-5-8, sr 8-4-2-1, mlp 8-8-4-4).
-    return PyramidVisionTransformer(num_layers=list(PVT_LAYERS[size]), drop_path_rate=0.1)
+    # mmdet's PVT v1 defaults are the paper's (embed 64, heads 1-2-5-8, sr 8-4-2-1, mlp 8-8-4-4);
+    # the preset gives the depths.
+    return PyramidVisionTransformer(num_layers=list(preset['depths']), drop_path_rate=0.1)
+
+
+BASELINES: Dict[str, Callable[[dict], nn.Module]] = {'swin': _mmdet_swin, 'pvt': _mmdet_pvt}
 
 
 def backbone_zoo() -> Dict[str, Callable[[], nn.Module]]:
-    """Name -> builder, in the order the help text lists them."""
+    """Name -> builder, in the order the help text lists them: per family and preset of its
+    ``arch_zoo`` (``inline-swin-t`` is ``InLineSwin('tiny')``), then the mmdet softmax backbone of
+    the same preset (``swin-t``)."""
     zoo: Dict[str, Callable[[], nn.Module]] = {}
-    for s in SWIN:
-        zoo[f'inline-swin-{s}'] = lambda s=s: _inline_swin(s)
-        zoo[f'swin-{s}'] = lambda s=s: _mmdet_swin(s)
-    for s in CSWIN_SIZES:
-        zoo[f'inline-cswin-{s}'] = lambda s=s: _inline_cswin(s)
-    for s in PVT_LAYERS:
-        zoo[f'inline-pvt-{s}'] = lambda s=s: _inline_pvt(s)
-        zoo[f'pvt-{s}'] = lambda s=s: _mmdet_pvt(s)
+    for family, (cls, baseline) in FAMILIES.items():
+        for arch, preset in cls.arch_zoo.items():
+            size = arch[0]  # tiny -> t, small -> s, medium -> m, base -> b, large -> l
+            zoo[f'inline-{family}-{size}'] = lambda cls=cls, arch=arch: cls(arch, drop_path_rate=0.1)
+            if baseline is not None:
+                zoo[f'{baseline}-{size}'] = lambda baseline=baseline, preset=preset: BASELINES[baseline](preset)
     return zoo
 
 

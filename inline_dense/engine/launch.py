@@ -11,8 +11,10 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
+from ..checkpoint.sources import repo_root
+
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
-REPO_ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+REPO_ROOT = str(repo_root())
 CODEBASES = ('mmdet', 'mmseg')
 
 

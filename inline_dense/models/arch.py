@@ -78,7 +78,10 @@ def check_stage_lists(cfg: Mapping[str, Sequence], num_stages: int, backbone: st
 
 
 def to_2tuple_size(value: Union[int, Sequence[int]], name: str, backbone: str) -> Tuple[int, int]:
-    """An int or a 1- or 2-sequence of ints -> (h, w), as mmdet's PVT and mmseg's Swin accept."""
+    """An int or a 1- or 2-sequence of ints -> (h, w), as mmdet's PVT and mmseg's Swin accept.
+
+    Not timm's ``to_2tuple``, which passes any iterable through unchecked: a wrong value here
+    gets an error naming the setting."""
     if isinstance(value, int):
         return value, value
     if isinstance(value, Sequence) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):

@@ -2,9 +2,11 @@
 input checks, the stage loop with the padding mask, output norms, frozen stages and
 weight initialisation (``init_cfg``, pretrained checkpoints through the strict loader).
 
-A backbone family subclasses :class:`InLineBackboneBase` and builds only its own parts:
-``arch_zoo``, the stem/stage modules, ``enter_stage`` (patch embedding or downsampling
-into stage i) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
+A backbone family subclasses :class:`InLineBackboneBase` and writes only its own parts:
+``arch_zoo``, ``build`` (the stem and stage modules; returns the strides), ``enter_stage``
+(patch embedding or downsampling into stage i) and ``convert_pretrained`` (the authors'
+checkpoint layout -> its keys). The base class's ``__init__`` checks the settings, calls
+``build`` and freezes ``frozen_stages``: a subclass cannot skip a step.
 """
 import inspect
 import math
@@ -12,9 +14,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from mmengine.model import BaseModule
-from mmengine.model.weight_init import constant_init, normal_init, trunc_normal_init
+from mmengine.model.weight_init import constant_init, initialize, normal_init, trunc_normal_init
 from torch import nn
 
+from ..checkpoint import load_pretrained
 from ..typing import HW, StateDict
 from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
 from .inline_attention import IMPLS, KERNELS, InLineAttention, check_heads
@@ -53,11 +56,13 @@ class InLineBackboneBase(BaseModule):
             load through :func:`inline_dense.checkpoint.load_pretrained` (strict).
         stage_lists: more per-stage settings to check for one entry per stage.
         allow_mixed: whether ``attn_type`` may hold an ``M`` stage.
+        build_options: the keyword arguments of the subclass's ``build``.
 
-    After ``__init__`` the subclass has ``embed_dims`` (per stage), ``depths``, ``num_heads``,
-    ``attn_kinds`` (per stage, per block 'I' or 'S'), ``block_drop_path`` (per stage, per
-    block) and ``out_norms``; it then builds its stem and ``stages`` (an ``nn.ModuleList`` of
-    modules with ``blocks``), sets ``strides`` and calls ``_freeze()``.
+    Construction, in this order: the shared settings are checked and set (``embed_dims`` per
+    stage, ``depths``, ``num_heads``, ``attn_kinds`` per stage and block 'I' or 'S',
+    ``block_drop_path`` per stage and block, ``out_norms``); ``build(**build_options)`` makes the
+    stem and ``stages`` (an ``nn.ModuleList`` of modules with ``blocks``) and returns the stride of
+    every stage, which become ``strides``; then the frozen stages are frozen.
     """
 
     arch_zoo: Dict[str, dict] = {}
@@ -65,7 +70,7 @@ class InLineBackboneBase(BaseModule):
     def __init__(self, arch: Union[str, dict], arch_overrides: Mapping[str, Any], *, in_channels: int,
                  kernel: str, attn_impl: str, out_indices: Sequence[int], out_norm: bool, frozen_stages: int,
                  drop_path_rate: float, init_cfg: InitCfg, stage_lists: Optional[Mapping[str, Sequence]] = None,
-                 allow_mixed: bool = False) -> None:
+                 allow_mixed: bool = False, build_options: Optional[Mapping[str, Any]] = None) -> None:
         name = type(self).__name__
         super().__init__(init_cfg=check_init_cfg(init_cfg, name))
         cfg = resolve_arch(arch, self.arch_zoo, name, arch_overrides)
@@ -96,9 +101,20 @@ class InLineBackboneBase(BaseModule):
         if not 0.0 <= drop_path_rate < 1.0:
             raise ValueError(f'{name}: drop_path_rate={drop_path_rate} must be in [0, 1): it is the probability of '
                              f'skipping the last block (0 turns stochastic depth off).')
-        rates = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
-        self.strides: Tuple[int, ...] = ()
+        strides = tuple(self.build(**(build_options or {})))
+        stages = getattr(self, 'stages', None)
+        if not isinstance(stages, nn.ModuleList) or len(stages) != n or len(strides) != n:
+            raise TypeError(f'{name}.build must set self.stages to an nn.ModuleList of {n} stages and return '
+                            f'{n} strides (one per stage); it returned {strides!r}.')
+        self.strides: Tuple[int, ...] = strides
+        self._freeze()
+
+    def build(self, **options: Any) -> Sequence[int]:
+        """Makes the stem and ``self.stages`` from ``options`` (the subclass's ``build_options``);
+        returns each stage's stride in input pixels."""
+        raise NotImplementedError(f'{type(self).__name__} must define build()')
 
     def build_blocks(self, stage: int, softmax: Callable[[int], nn.Module], *, mlp_ratio: float, norm_eps: float,
                      with_cp: bool, qkv_bias: bool, attn_drop: float, proj_drop: float,
@@ -222,17 +238,12 @@ class InLineBackboneBase(BaseModule):
     def init_weights(self) -> None:
         """``init_cfg`` entries other than ``Pretrained`` run through mmengine's initialisers
         (without any, ``init_from_scratch``); then ``Pretrained`` entries load strictly."""
-        from ..checkpoint.loading import load_pretrained
         entries = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg] if self.init_cfg else []
         pretrained = [e for e in entries if e['type'] == 'Pretrained']
         others = [e for e in entries if e['type'] != 'Pretrained']
         self.init_from_scratch()  # also what a classification checkpoint lacks (output norms)
         if others:
-            saved, self.init_cfg = self.init_cfg, others
-            try:
-                super().init_weights()
-            finally:
-                self.init_cfg = saved
+            initialize(self, others)
         options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint'}
         for entry in pretrained:
             extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}

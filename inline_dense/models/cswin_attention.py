@@ -18,23 +18,8 @@ from torch import nn
 
 from ..typing import HW
 from .inline_attention import check_heads
+from .layers import window_partition, window_reverse
 from .window_attention import NEG_INF
-
-
-def to_windows(x: torch.Tensor, win: HW) -> torch.Tensor:
-    """(B, H, W, C) with H, W multiples of the window -> (B*nW, wh*ww, C)."""
-    b, h, w, c = x.shape
-    wh, ww = win
-    x = x.view(b, h // wh, wh, w // ww, ww, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(-1, wh * ww, c)
-
-
-def from_windows(x: torch.Tensor, win: HW, hw: HW) -> torch.Tensor:
-    """(B*nW, wh*ww, C) -> (B, H, W, C)."""
-    (wh, ww), (h, w) = win, hw
-    c = x.shape[-1]
-    x = x.view(-1, h // wh, w // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(-1, h, w, c)
 
 
 class CSwinStripeAttention(nn.Module):
@@ -115,14 +100,14 @@ class CSwinStripeAttention(nn.Module):
         def split_heads(t: torch.Tensor) -> torch.Tensor:  # (B*nW, n, c) -> (B*nW, heads, n, d)
             return t.view(t.shape[0], t.shape[1], heads, d).transpose(1, 2)
 
-        qw, kw, vw = (to_windows(t, win) for t in (q, k, v))
+        qw, kw, vw = (window_partition(t, win) for t in (q, k, v))
         mask = None
         if pad_h or pad_w or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
             key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
-            mask = ((1 - to_windows(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)
+            mask = ((1 - window_partition(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)
         lepe = get_v(vw.transpose(1, 2).reshape(-1, c, wh, ww)).flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
         out = out.transpose(1, 2).reshape(-1, wh * ww, c) + lepe
-        return from_windows(out, win, (hp, wp))[:, :h, :w]
+        return window_reverse(out, win, (hp, wp))[:, :h, :w]

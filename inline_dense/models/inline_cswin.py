@@ -3,6 +3,7 @@ import re
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
+from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
@@ -35,6 +36,7 @@ class CSwinStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
 
 
+@MODELS.register_module()
 class InLineCSwin(InLineBackboneBase):
     """InLine-CSwin backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -77,13 +79,18 @@ class InLineCSwin(InLineBackboneBase):
                                     split_size=split_size, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg)
+                         init_cfg=init_cfg,
+                         build_options=dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate,
+                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
+
+    def build(self, *, mlp_ratio: float, qkv_bias: bool, drop_rate: float, attn_drop_rate: float,
+              with_cp: bool) -> Tuple[int, ...]:
+        """Convolutional stem, then per stage a convolutional merge (but the first) and blocks."""
         dims, n = self.embed_dims, len(self.depths)
         splits = self.arch['split_size']
         if isinstance(splits, int):  # one stripe width for every stage
             splits = self.arch['split_size'] = (splits,) * n
-        self.strides = tuple(4 * 2 ** i for i in range(n))
-        self.stem = ConvDownsample(in_channels, dims[0], 7, 4, 2)
+        self.stem = ConvDownsample(self.in_channels, dims[0], 7, 4, 2)
         self.stages = nn.ModuleList()
         for i in range(n):
             merge = ConvDownsample(dims[i - 1], dims[i], 3, 2, 1) if i > 0 else None
@@ -97,7 +104,7 @@ class InLineCSwin(InLineBackboneBase):
                                        qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate,
                                        lepe=True, residual_from_input=True)
             self.stages.append(CSwinStage(merge, blocks))
-        self._freeze()
+        return tuple(4 * 2 ** i for i in range(n))
 
     def stem_modules(self) -> List[nn.Module]:
         return [self.stem]

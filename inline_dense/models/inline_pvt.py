@@ -6,6 +6,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
+from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
@@ -67,6 +68,7 @@ class PVTStage(nn.Module):
         return pos.view(len(sizes), -1, c)
 
 
+@MODELS.register_module()
 class InLinePVT(InLineBackboneBase):
     """InLine-PVT backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -106,22 +108,30 @@ class InLinePVT(InLineBackboneBase):
                                     mlp_ratios=mlp_ratios, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg, stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes))
+                         init_cfg=init_cfg, stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes),
+                         build_options=dict(sr_ratios=sr_ratios, qkv_bias=qkv_bias, patch_sizes=patch_sizes,
+                                            pretrain_img_size=pretrain_img_size, drop_rate=drop_rate,
+                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
+
+    def build(self, *, sr_ratios: Sequence[int], qkv_bias: bool, patch_sizes: Sequence[int],
+              pretrain_img_size: Union[int, Sequence[int]], drop_rate: float, attn_drop_rate: float,
+              with_cp: bool) -> Tuple[int, ...]:
+        """Per stage: patch embedding, position embedding on the pretraining grid, blocks."""
         dims, mlp_ratios = self.embed_dims, self.arch['mlp_ratios']
         pretrain_hw = to_2tuple_size(pretrain_img_size, 'pretrain_img_size', type(self).__name__)
-        self.strides = tuple(math.prod(patch_sizes[:i + 1]) for i in range(len(self.depths)))
+        strides = tuple(math.prod(patch_sizes[:i + 1]) for i in range(len(self.depths)))
 
-        in_dims = in_channels
+        in_dims = self.in_channels
         self.stages = nn.ModuleList()
         for i in range(len(self.depths)):
             def sr_attention(j: int, i: int = i) -> nn.Module:
                 return SRAttention(dims[i], self.num_heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
             blocks = self.build_blocks(i, sr_attention, mlp_ratio=mlp_ratios[i], norm_eps=1e-6, with_cp=with_cp,
                                        qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-            pos_hw = (pretrain_hw[0] // self.strides[i], pretrain_hw[1] // self.strides[i])
+            pos_hw = (pretrain_hw[0] // strides[i], pretrain_hw[1] // strides[i])
             self.stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
             in_dims = dims[i]
-        self._freeze()
+        return strides
 
     def init_from_scratch(self) -> None:
         super().init_from_scratch()

@@ -4,6 +4,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
@@ -42,6 +43,7 @@ class SwinStage(nn.Module):
         self.downsample = downsample
 
 
+@MODELS.register_module()
 class InLineSwin(InLineBackboneBase):
     """InLine-Swin backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -81,13 +83,18 @@ class InLineSwin(InLineBackboneBase):
         super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg, allow_mixed=True)
+                         init_cfg=init_cfg, allow_mixed=True,
+                         build_options=dict(window_size=window_size, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
+                                            patch_size=patch_size, drop_rate=drop_rate,
+                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
+
+    def build(self, *, window_size: int, mlp_ratio: float, qkv_bias: bool, patch_size: int, drop_rate: float,
+              attn_drop_rate: float, with_cp: bool) -> Tuple[int, ...]:
+        """Patch embedding, then per stage its blocks and (but the last) a patch merging."""
         dims, n = self.embed_dims, len(self.depths)
         self.patch_size = patch_size
-        self.strides = tuple(patch_size * 2 ** i for i in range(n))
-
         self.patch_embed = nn.Module()
-        self.patch_embed.proj = nn.Conv2d(in_channels, dims[0], patch_size, stride=patch_size)
+        self.patch_embed.proj = nn.Conv2d(self.in_channels, dims[0], patch_size, stride=patch_size)
         self.patch_embed.norm = nn.LayerNorm(dims[0])
         self.drop_after_pos = nn.Dropout(drop_rate)
         self.stages = nn.ModuleList()
@@ -100,7 +107,7 @@ class InLineSwin(InLineBackboneBase):
                                        qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
             down = PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None
             self.stages.append(SwinStage(blocks, down))
-        self._freeze()
+        return tuple(patch_size * 2 ** i for i in range(n))
 
     def stem_modules(self) -> List[nn.Module]:
         # the dropout too: frozen stages' outputs must not change between calls

@@ -1,5 +1,5 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +10,14 @@ from ..typing import HW
 
 
 class Mlp(nn.Module):
-    """Token-wise ``fc1 -> GELU -> fc2``. Input and output (B, N, C)."""
+    """Token-wise ``fc1 -> GELU -> fc2``. Input and output (B, N, C).
+
+    Not ``timm.layers.Mlp`` (same ``fc1``/``fc2`` keys): importing ``timm.layers`` takes seconds
+    (2.7-3.1 s measured with ``python -X importtime`` on the shared CI machine), which every
+    ``import inline_dense`` would pay; timm is imported only where a block drops paths (below).
+    For the same reason ``trunc_normal_`` comes from torch / mmengine (the same initialiser), and
+    sizes go through ``arch.to_2tuple_size`` (timm's ``to_2tuple`` checks nothing).
+    """
 
     def __init__(self, embed_dims: int, hidden_dims: int) -> None:
         super().__init__()
@@ -82,3 +89,21 @@ def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, hw_shape: HW,
     for block in blocks:
         x = block(x, hw_shape, valid_mask)
     return x
+
+
+def window_partition(x: torch.Tensor, win: Union[int, HW]) -> torch.Tensor:
+    """(B, H, W, C) with H, W multiples of the window (wh, ww), or of ``win`` x ``win`` for an int
+    -> (B*nW, wh*ww, C), windows in row-major order per image."""
+    wh, ww = (win, win) if isinstance(win, int) else win
+    b, h, w, c = x.shape
+    x = x.view(b, h // wh, wh, w // ww, ww, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, wh * ww, c)
+
+
+def window_reverse(windows: torch.Tensor, win: Union[int, HW], hw: HW) -> torch.Tensor:
+    """(B*nW, wh*ww, C) from :func:`window_partition` -> (B, H, W, C) of the ``hw`` grid."""
+    wh, ww = (win, win) if isinstance(win, int) else win
+    h, w = hw
+    c = windows.shape[-1]
+    x = windows.view(-1, h // wh, w // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, h, w, c)

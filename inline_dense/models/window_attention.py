@@ -15,6 +15,7 @@ from torch import nn
 
 from ..typing import HW
 from .inline_attention import check_heads
+from .layers import window_partition, window_reverse
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
@@ -69,21 +70,6 @@ class WindowMSA(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
                                              dropout_p=self.attn_drop if self.training else 0.0)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(bw, n, c)))
-
-
-def window_partition(x: torch.Tensor, win: int) -> torch.Tensor:
-    """(B, H, W, C) with H, W multiples of win -> (B*nW, win*win, C)."""
-    b, h, w, c = x.shape
-    x = x.view(b, h // win, win, w // win, win, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(-1, win * win, c)
-
-
-def window_reverse(windows: torch.Tensor, win: int, hw: HW) -> torch.Tensor:
-    """(B*nW, win*win, C) -> (B, H, W, C)."""
-    h, w = hw
-    c = windows.shape[-1]
-    x = windows.view(-1, h // win, w // win, win, win, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(-1, h, w, c)
 
 
 def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device) -> torch.Tensor:

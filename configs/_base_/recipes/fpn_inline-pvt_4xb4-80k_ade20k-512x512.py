@@ -13,14 +13,7 @@ data_preprocessor = dict(size=crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
     pretrained=None,  # the ResNet base's 'open-mmlab://resnet50_v1c'; ours is in backbone.init_cfg
-    backbone=dict(
-        _delete_=True,
-        type='InLinePVT',
-        drop_path_rate=0.1,
-        out_indices=(0, 1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False),
+    backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLinePVT', drop_path_rate=0.1),
     decode_head=dict(num_classes=150))
 
 optim_wrapper = dict(

@@ -4,11 +4,5 @@
 # under configs/mask_rcnn/ adds the variant (configs/_base_/backbones/inline-cswin-*.py).
 _base_ = './mask-rcnn_inline-swin_fpn_1x_coco.py'
 
-model = dict(
-    backbone=dict(
-        _delete_=True,  # the Swin recipe's backbone settings do not apply
-        type='InLineCSwin',
-        out_indices=(0, 1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False))
+# the base recipe's backbone settings (window size, drop path) do not apply to InLine-CSwin
+model = dict(backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLineCSwin'))

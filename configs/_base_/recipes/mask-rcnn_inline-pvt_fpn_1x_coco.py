@@ -10,13 +10,7 @@ _base_ = [
 ]
 
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='InLinePVT',
-        out_indices=(0, 1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False))
+    backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLinePVT'))
 
 optim_wrapper = dict(
     type='OptimWrapper',

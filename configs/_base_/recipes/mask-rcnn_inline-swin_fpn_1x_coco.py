@@ -5,31 +5,14 @@
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
+    '../schedules/inline-swin_adamw_1x.py',  # AdamW, 1000-iteration warm-up
     '../inline_runtime_mmdet.py',  # custom_imports, custom_hooks, atomic checkpoints
 ]
 
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='InLineSwin',
-        window_size=7,
-        out_indices=(0, 1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False))
+    backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLineSwin', window_size=7))
 
-max_epochs = 12
-train_cfg = dict(max_epochs=max_epochs)
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
-    dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[8, 11], gamma=0.1),
-]
-
-optim_wrapper = dict(
-    type='OptimWrapper',
-    optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=_base_.inline_paramwise_cfg)
+optim_wrapper = dict(paramwise_cfg=_base_.inline_paramwise_cfg)
 
 # 8 GPUs x 2 images (the data base's batch_size=2); auto_scale_lr's base_batch_size is 16.
 train_dataloader = dict(batch_size=2)

@@ -11,13 +11,7 @@ _base_ = [
 ]
 
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='InLinePVT',
-        out_indices=(1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False),
+    backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLinePVT', out_indices=(1, 2, 3)),
     neck=dict(start_level=0, num_outs=5))
 
 optim_wrapper = dict(

@@ -13,15 +13,7 @@ crop_size = (512, 512)
 data_preprocessor = dict(size=crop_size)
 model = dict(
     data_preprocessor=data_preprocessor,
-    backbone=dict(
-        _delete_=True,
-        type='InLineSwin',
-        window_size=7,
-        drop_path_rate=0.3,
-        out_indices=(0, 1, 2, 3),
-        out_norm=True,
-        frozen_stages=-1,
-        with_cp=False),
+    backbone=dict(_base_.inline_recipe_backbone, _delete_=True, type='InLineSwin', window_size=7, drop_path_rate=0.3),
     decode_head=dict(num_classes=150),
     auxiliary_head=dict(num_classes=150))
 

@@ -22,6 +22,7 @@ test_pipeline = [
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
+# annotation files, image folders and filters: the COCO base's
 train_dataloader = dict(
     batch_size=4,
     num_workers=1,
@@ -31,9 +32,6 @@ train_dataloader = dict(
         type=dataset_type,
         data_root=data_root,
         toy_data=toy_data,
-        ann_file='annotations/instances_train2017.json',
-        data_prefix=dict(img='train2017/'),
-        filter_cfg=dict(filter_empty_gt=True, min_size=32),
         pipeline=train_pipeline))
 val_dataloader = dict(
     batch_size=1,
@@ -43,8 +41,6 @@ val_dataloader = dict(
         type=dataset_type,
         data_root=data_root,
         toy_data=toy_data,
-        ann_file='annotations/instances_val2017.json',
-        data_prefix=dict(img='val2017/'),
         pipeline=test_pipeline))
 test_dataloader = val_dataloader
 

@@ -1,12 +1,16 @@
-"""One-off conversion of an authors' checkpoint into a backbone checkpoint."""
-from typing import Dict, Tuple
+"""One-off conversion of an authors' checkpoint into a backbone checkpoint.
+
+It sits with the models, above the checkpoint reading it uses: each backbone class knows its
+authors' key layout (``convert_pretrained``)."""
+from typing import Tuple
 
 import torch
 
-from .loading import CheckpointError, read_checkpoint, select_weights, state_dict_of
-from .sources import resolve
-
-StateDict = Dict[str, torch.Tensor]
+from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
+from ..typing import StateDict
+from .inline_cswin import InLineCSwin
+from .inline_pvt import InLinePVT
+from .inline_swin import InLineSwin
 
 
 def detect_backbone(state: StateDict) -> str:
@@ -33,7 +37,6 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     data without it); the file written holds tensors and plain data only.
     Returns (backbone, tensors, dropped keys).
     """
-    from ..models import InLineCSwin, InLinePVT, InLineSwin
     path = resolve(src)
     chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
     state = state_dict_of(chosen, repr(src), 'model')

@@ -1,0 +1,318 @@
+"""The package's import graph: no cycles, no hidden imports of a sibling package, layers top-down.
+
+The graph is read from the source (``ast``), so an import inside a function counts as much as one
+at the top of a file: a function-level import hides a cycle, it does not remove it. Importing
+``inline_dense.a.b`` also runs ``inline_dense/a/__init__.py``, so that counts as an import of
+``inline_dense.a`` too (except for the importer's own packages, which are already running).
+
+Layers, top-down (a subpackage imports only from the layers below its own): the tools (outside the
+package), then ``analysis`` (measuring: it may run what the tools run), then ``engine`` / ``toy_data``
+(training pieces, toy datasets), then ``models``, then ``checkpoint`` (reading, finding and
+downloading checkpoints knows nothing about models), then the leaves ``typing`` and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of
+its siblings.
+"""
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, Iterator, List, NamedTuple, Optional, Set
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
+
+LAYERS = [
+    {'analysis'},
+    {'engine', 'toy_data'},
+    {'models'},
+    {'checkpoint'},
+    {'typing', 'ops'},
+]
+
+# issue 18: checkpoint/loading.py imports checkpoint/sources.py at the top, sources.py imports
+# loading inside load_from_inline. The checkpoint rewrite (issue 17's branch) removes it; once that
+# is merged the test passes without this entry, and the entry (with its xfail) goes.
+KNOWN_CYCLES = [{'inline_dense.checkpoint.loading', 'inline_dense.checkpoint.sources'}]
+
+
+class Edge(NamedTuple):
+    source: str
+    target: str
+    path: Path
+    line: int
+    in_function: bool
+
+    def where(self) -> str:
+        kind = 'inside a function' if self.in_function else 'at module level'
+        root = next(d for d in self.path.parents if d.name == self.source.split('.')[0])
+        return f'{self.path.relative_to(root.parent)}:{self.line} ({kind})'
+
+
+def module_files(package_dir: Path) -> Dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (``__init__`` as the package)."""
+    root = package_dir.name
+    out = {}
+    for path in sorted(package_dir.rglob('*.py')):
+        parts = list(path.relative_to(package_dir).with_suffix('').parts)
+        if parts[-1] == '__init__':
+            parts = parts[:-1]
+        out['.'.join([root] + parts)] = path
+    return out
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple]:
+    """(node, inside a function) for every import statement."""
+    def walk(node: ast.AST, in_function: bool) -> Iterator[tuple]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, in_function
+            yield from walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                        ast.Lambda)))
+    yield from walk(tree, False)
+
+
+def import_edges(package_dir: Path) -> List[Edge]:
+    """Every import of one of the package's modules by another, with the packages it runs."""
+    modules = module_files(package_dir)
+    root = package_dir.name
+    edges = []
+    for name, path in modules.items():
+        is_package = path.name == '__init__.py'
+        own_package = name if is_package else name.rpartition('.')[0]
+        ancestors = {'.'.join(name.split('.')[:i]) for i in range(1, len(name.split('.')) + 1)}
+        for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+            targets: List[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base_parts = own_package.split('.')[:len(own_package.split('.')) - node.level + 1]
+                    base = '.'.join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ''
+                for alias in node.names:
+                    sub = f'{base}.{alias.name}'
+                    targets.append(sub if sub in modules else base)
+            for target in targets:
+                if target != root and not target.startswith(root + '.'):
+                    continue
+                parts = target.split('.')
+                # the target and the packages its import runs first, but for the importer's own
+                for i in range(2, len(parts) + 1):
+                    ran = '.'.join(parts[:i])
+                    if ran in modules and ran not in ancestors and ran != name:
+                        edges.append(Edge(name, ran, path, node.lineno, in_function))
+    return edges
+
+
+def cycles(edges: List[Edge]) -> List[List[Edge]]:
+    """One cycle (as its edges) per strongly connected group of modules (Tarjan)."""
+    graph: Dict[str, List[Edge]] = defaultdict(list)
+    for edge in edges:
+        graph[edge.source].append(edge)
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    groups: List[Set[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for e in graph[v]:
+            if e.target not in index:
+                connect(e.target)
+                low[v] = min(low[v], low[e.target])
+            elif e.target in on_stack:
+                low[v] = min(low[v], index[e.target])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted({e.source for e in edges} | {e.target for e in edges}):
+        if v not in index:
+            connect(v)
+    return [_one_cycle(sorted(group)[0], group, graph) for group in groups]
+
+
+def _one_cycle(start: str, group: Set[str], graph: Dict[str, List[Edge]]) -> List[Edge]:
+    """A shortest way from ``start`` back to itself inside ``group`` (breadth first)."""
+    came: Dict[str, Optional[Edge]] = {start: None}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for e in graph[v]:
+                if e.target not in group:
+                    continue
+                if e.target == start:
+                    path = [e]
+                    while came[path[0].source] is not None:
+                        path.insert(0, came[path[0].source])
+                    return path
+                if e.target not in came:
+                    came[e.target] = e
+                    nxt.append(e.target)
+        frontier = nxt
+    raise AssertionError(f'no cycle through {start}')
+
+
+def statements(edges: List[Edge]) -> List[Edge]:
+    """One edge per import statement: its most specific target, not the packages it runs."""
+    deepest: Dict[tuple, Edge] = {}
+    for e in edges:
+        key = (e.source, e.line)
+        if key not in deepest or len(e.target) > len(deepest[key].target):
+            deepest[key] = e
+    return list(deepest.values())
+
+
+def listing(edges: List[Edge]) -> str:
+    return '\n'.join(f'  {e.source} imports {e.target}  [{e.where()}]' for e in statements(edges))
+
+
+def describe(cycle: List[Edge]) -> str:
+    return '\n'.join([f'cycle of {len(cycle)} modules:']
+                     + [f'  {e.source} imports {e.target}  [{e.where()}]' for e in cycle])
+
+
+def subpackage(module: str) -> str:
+    """``inline_dense.models.layers`` -> 'models'; the root package itself -> ''."""
+    parts = module.split('.')
+    return parts[1] if len(parts) > 1 else ''
+
+
+def layer_of(sub: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if sub in names:
+            return i
+    raise AssertionError(f'inline_dense.{sub} is in no layer of tests/test_import_layers.py LAYERS; add it '
+                         f'where it belongs (a subpackage imports only from the layers below its own)')
+
+
+def sibling_imports(edges: List[Edge]) -> Dict[str, Dict[str, List[Edge]]]:
+    """subpackage -> imported sibling subpackage -> the imports (the root package left out)."""
+    out: Dict[str, Dict[str, List[Edge]]] = defaultdict(lambda: defaultdict(list))
+    for e in edges:
+        a, b = subpackage(e.source), subpackage(e.target)
+        if a and b and a != b:
+            out[a][b].append(e)
+    return out
+
+
+@pytest.fixture(scope='module')
+def edges() -> List[Edge]:
+    return import_edges(PACKAGE_DIR)
+
+
+def test_no_import_cycles(edges):
+    found = cycles(edges)
+    unexpected = [c for c in found if {e.source for e in c} not in KNOWN_CYCLES]
+    assert not unexpected, '\n'.join(describe(c) for c in unexpected)
+    if found:  # only the known cycle is left: see KNOWN_CYCLES
+        pytest.xfail('known cycle, removed by the checkpoint rewrite:\n' + '\n'.join(describe(c) for c in found))
+
+
+def test_no_function_level_import_of_a_sibling_package(edges):
+    hidden = [e for e in edges if e.in_function and subpackage(e.source) != subpackage(e.target)
+              and subpackage(e.source)]
+    assert not hidden, ('imports of a sibling package inside a function (they hide the dependency; import at '
+                        'the top of the file):\n' + listing(hidden))
+
+
+def test_subpackages_import_only_lower_layers(edges):
+    upward = [e for a, targets in sibling_imports(edges).items() for b, found in targets.items()
+              for e in found if layer_of(b) <= layer_of(a)]
+    assert not upward, ('imports that do not go down the layers (analysis > engine/toy_data > models > '
+                        'checkpoint > typing/ops):\n' + listing(upward))
+
+
+SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
+# issue 18: checkpoint/loading.py still defines its own StateDict; the checkpoint rewrite (issue 17's
+# branch) owns that file: `from ..typing import StateDict` there, then this entry goes.
+KNOWN_ALIAS_COPIES = {('inline_dense/checkpoint/loading.py', 'StateDict')}
+
+
+def alias_definitions(package_dir: Path) -> List[tuple]:
+    """(file, name, line) of every module-level assignment to a shared alias outside typing.py."""
+    found = []
+    for path in sorted(package_dir.rglob('*.py')):
+        if path == package_dir / 'typing.py':
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in SHARED_ALIASES:
+                    found.append((str(path.relative_to(package_dir.parent)), target.id, node.lineno))
+    return found
+
+
+def test_shared_type_aliases_come_from_typing_only():
+    copies = [c for c in alias_definitions(PACKAGE_DIR) if c[:2] not in KNOWN_ALIAS_COPIES]
+    assert not copies, ('type aliases defined again (import them from inline_dense.typing):\n'
+                        + '\n'.join(f'  {f}:{line}: {name}' for f, name, line in copies))
+
+
+# ---------------------------------------------------------------- the checks themselves can fail
+
+def _package(tmp_path: Path, files: Dict[str, str]) -> Path:
+    pkg = tmp_path / 'pkg'
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    return pkg
+
+
+def test_a_cycle_through_a_function_level_import_is_found_and_named(tmp_path):
+    pkg = _package(tmp_path, {
+        '__init__.py': '',
+        'low/__init__.py': 'from .reader import read\n',
+        'low/reader.py': 'from .names import resolve\n\ndef read():\n    pass\n',
+        'low/names.py': 'def resolve():\n    from .reader import read\n    return read\n',
+        'high/__init__.py': '',
+        'high/model.py': 'def init():\n    from ..low import read\n',
+    })
+    edges = import_edges(pkg)
+    found = cycles(edges)
+    assert len(found) == 1
+    text = describe(found[0])
+    assert 'pkg.low.names imports pkg.low.reader  [pkg/low/names.py:2 (inside a function)]' in text, text
+    assert 'pkg.low.reader imports pkg.low.names  [pkg/low/reader.py:1 (at module level)]' in text, text
+    hidden = [e for e in edges if e.in_function and subpackage(e.source) != subpackage(e.target)]
+    assert [(e.source, e.target) for e in hidden] == [('pkg.high.model', 'pkg.low')]
+
+
+def test_importing_a_module_runs_its_package(tmp_path):
+    """``from ..low.reader import x`` runs low/__init__.py first: a cycle through it counts."""
+    pkg = _package(tmp_path, {
+        '__init__.py': '',
+        'low/__init__.py': 'from ..high.model import init\n',
+        'low/reader.py': '',
+        'high/__init__.py': '',
+        'high/model.py': 'from ..low.reader import x\n',
+    })
+    found = cycles(import_edges(pkg))
+    assert [sorted(e.source for e in c) for c in found] == [['pkg.high.model', 'pkg.low']]
+
+
+def test_an_alias_defined_again_is_found(tmp_path):
+    pkg = _package(tmp_path, {'__init__.py': '', 'typing.py': 'HW = tuple\n',
+                              'sub/__init__.py': '', 'sub/m.py': 'from typing import Tuple\nHW = Tuple[int, int]\n'})
+    assert alias_definitions(pkg) == [('pkg/sub/m.py', 'HW', 2)]
+
+
+if __name__ == '__main__':
+    for sub, targets in sorted(sibling_imports(statements(import_edges(PACKAGE_DIR))).items()):
+        for target, found in sorted(targets.items()):
+            names = sorted({f'{e.source.split(".", 2)[-1]} -> {e.target.split(".", 1)[-1]}' for e in found})
+            print(f'{sub} -> {target}: ' + '; '.join(names))
+    sys.exit(0)
