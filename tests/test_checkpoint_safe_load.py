@@ -8,6 +8,7 @@ an unknown function, BUILD on a function ...) are refused and create no marker f
 import argparse
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import types
@@ -88,7 +89,7 @@ def research_checkpoint(tmp_path):
 
 
 def test_research_checkpoint_reads_with_objects_as_data(research_checkpoint):
-    with pytest.raises(Exception):  # torch's own safe loader refuses it ...
+    with pytest.raises(pickle.UnpicklingError, match='notinstalled_yacs'):  # torch's own safe loader refuses it ...
         torch.load(research_checkpoint, weights_only=True)
     obj = read_checkpoint(str(research_checkpoint))  # ... ours reads it, no --trusted
     cfg = obj['config']
@@ -219,12 +220,6 @@ def test_torchscript_archive_is_refused(tmp_path):
     torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), str(path))
     with pytest.raises(CheckpointError, match='TorchScript'):
         read_checkpoint(str(path))
-
-
-def test_denied_modules_cover_the_usual_gadgets():
-    for module in ('os', 'posix', 'nt', 'subprocess', 'builtins', 'sys', 'importlib', 'pickle', 'ctypes',
-                   'socket', 'runpy', 'shutil', 'marshal', 'types', 'operator', 'functools', 'codecs'):
-        assert module in safe_unpickle.DENIED_MODULES
 
 
 def test_legacy_format_reads_and_refuses_too(tmp_path):

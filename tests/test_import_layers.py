@@ -29,12 +29,6 @@ LAYERS = [
     {'typing', 'ops'},
 ]
 
-# issue 18: checkpoint/loading.py imports checkpoint/sources.py at the top, sources.py imports
-# loading inside load_from_inline. The checkpoint rewrite (issue 17's branch) removes it; once that
-# is merged the test passes without this entry, and the entry (with its xfail) goes.
-KNOWN_CYCLES = [{'inline_dense.checkpoint.loading', 'inline_dense.checkpoint.sources'}]
-
-
 class Edge(NamedTuple):
     source: str
     target: str
@@ -215,10 +209,7 @@ def edges() -> List[Edge]:
 
 def test_no_import_cycles(edges):
     found = cycles(edges)
-    unexpected = [c for c in found if {e.source for e in c} not in KNOWN_CYCLES]
-    assert not unexpected, '\n'.join(describe(c) for c in unexpected)
-    if found:  # only the known cycle is left: see KNOWN_CYCLES
-        pytest.xfail('known cycle, removed by the checkpoint rewrite:\n' + '\n'.join(describe(c) for c in found))
+    assert not found, '\n'.join(describe(c) for c in found)
 
 
 def test_no_function_level_import_of_a_sibling_package(edges):
@@ -238,9 +229,6 @@ def test_subpackages_import_only_lower_layers(edges):
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
 # issue 18: checkpoint/loading.py still defines its own StateDict; the checkpoint rewrite (issue 17's
 # branch) owns that file: `from ..typing import StateDict` there, then this entry goes.
-KNOWN_ALIAS_COPIES = {('inline_dense/checkpoint/loading.py', 'StateDict')}
-
-
 def alias_definitions(package_dir: Path) -> List[tuple]:
     """(file, name, line) of every module-level assignment to a shared alias outside typing.py."""
     found = []
@@ -257,7 +245,7 @@ def alias_definitions(package_dir: Path) -> List[tuple]:
 
 
 def test_shared_type_aliases_come_from_typing_only():
-    copies = [c for c in alias_definitions(PACKAGE_DIR) if c[:2] not in KNOWN_ALIAS_COPIES]
+    copies = alias_definitions(PACKAGE_DIR)
     assert not copies, ('type aliases defined again (import them from inline_dense.typing):\n'
                         + '\n'.join(f'  {f}:{line}: {name}' for f, name, line in copies))
 

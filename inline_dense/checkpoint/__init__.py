@@ -5,7 +5,6 @@ from .loading import (CheckpointError, load_pretrained, read_checkpoint, registe
 from .safe_unpickle import PickledObject, RefusedPickle
 from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
-register_mmengine_scheme()
 
 __all__ = ['CheckpointError', 'CorruptCacheError', 'DownloadError', 'PUBLISHED', 'PickledObject', 'RefusedPickle',
            'SCHEME', 'checkpoint_cache', 'load_pretrained', 'read_checkpoint', 'register_mmengine_scheme', 'resolve',

@@ -10,10 +10,10 @@ from mmengine.logging import print_log
 from mmengine.runner import CheckpointLoader
 from torch import nn
 
+from ..typing import StateDict
 from . import safe_unpickle
 from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
-StateDict = Dict[str, torch.Tensor]
 # Parameters a classification checkpoint cannot hold: their absence is expected.
 OPTIONAL_PREFIXES = ('out_norms.',)
 
@@ -235,5 +235,5 @@ def register_mmengine_scheme() -> None:
     global _registered
     if _registered:
         return
-    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline, force=True)
+    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline)
     _registered = True

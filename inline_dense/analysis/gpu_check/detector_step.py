@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ...engine.launch import REPO_ROOT
 from .measure import Emit, all_finite, recorded, release, time_step
 from .plan import HW, CheckPlan, resolve_detector_config
 
@@ -98,7 +99,6 @@ def fp16_row(model: nn.Module, data: Dict[str, Any], steps: int, dtype: torch.dt
 
 
 def run(plan: CheckPlan, emit: Emit) -> None:
-    from ...engine.launch import REPO_ROOT
     device = torch.device(plan.device)
     h, w = plan.detector_size
     for label, config in plan.detectors.items():

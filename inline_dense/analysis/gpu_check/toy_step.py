@@ -9,6 +9,7 @@ from types import ModuleType
 
 import torch
 
+from ...engine.launch import REPO_ROOT
 from .measure import Emit, recorded
 from .plan import CheckPlan
 
@@ -26,7 +27,6 @@ def demo_tool(repo_root: str) -> ModuleType:
 
 
 def run(plan: CheckPlan, emit: Emit) -> None:
-    from ...engine.launch import REPO_ROOT
     device = torch.device(plan.device)
     with recorded(emit, device, name='toy mask-rcnn demo') as row:
         work = tempfile.mkdtemp(prefix='inline_dense_gpu_check_toy_')
