@@ -194,23 +194,6 @@ def train_amp(name: str, toy_dir, work):
                           env=dict(os.environ, OMP_NUM_THREADS='1'), capture_output=True, text=True, timeout=600)
 
 
-def test_train_tool_amp_refuses_two_stage_detectors_on_cpu_with_compiled_mmcv(load_tool, monkeypatch):
-    """Compiled mmcv's CPU NMS and RoIAlign have no bfloat16 kernels: with it, Mask R-CNN with --amp on
-    CPU stops up front, saying why and what to do, instead of failing inside the RPN. (On mmcv-lite,
-    the default, it trains: see the toy configs below.)"""
-    from mmengine.config import Config
-    train = load_tool('train')
-    monkeypatch.setattr(train, 'uses_stand_in', lambda: False)
-    monkeypatch.setattr('mmengine.device.get_device', lambda: 'cpu')
-    cfg = Config.fromfile(str(Path(__file__).resolve().parents[1] / 'configs' / 'toy' /
-                              'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
-    with pytest.raises(ValueError, match='no bfloat16 version.*train this model without --amp'):
-        train.enable_amp(cfg)
-    monkeypatch.setattr(train, 'uses_stand_in', lambda: True)
-    train.enable_amp(cfg)
-    assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper' and cfg.optim_wrapper.dtype == 'bfloat16'
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize('name', TOY_CONFIGS)
 def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path):
