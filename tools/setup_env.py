@@ -370,7 +370,8 @@ def setup(ctx: Context) -> None:
     pip_pin = read_pins(BUILD)['pip']
     if installed_version(ctx.python, 'pip') != pip_pin:
         pip(f'installing pip {pip_pin}', 'install', '-q', f'pip=={pip_pin}')
-    constraints = constraints_for(ctx)
+    work = tempfile.TemporaryDirectory(prefix='inline_dense-setup-')
+    constraints = constraints_for(ctx, Path(work.name))
     other = {'lite': 'mmcv', 'full': 'mmcv-lite'}[ctx.flavour]
     if installed_version(ctx.python, other):
         # Both distributions own the 'mmcv' folder: the one leaving must go first.
@@ -405,12 +406,14 @@ def setup(ctx: Context) -> None:
         print(proc.stderr, file=sys.stderr)
         raise SetupError('the stack was installed but does not import (above)', 'run: SETUP_FORCE=1 bash '
                          'tools/setup_env.sh')
+    work.cleanup()
     ctx.stamp_file.write_text(state.env_stamp + '\n', encoding='utf-8')
     say(f'done in {time.time() - t0:.0f} s; environment: {ctx.venv} (activate: source {ctx.venv}/bin/activate)')
 
 
-def constraints_for(ctx: Context) -> Path:
-    """The lock as pip constraints, keeping a torch that the user installed before (any version)."""
+def constraints_for(ctx: Context, folder: Path) -> Path:
+    """The lock as pip constraints (a file in ``folder``), keeping a torch that the user installed
+    before (any version)."""
     pins = dict(ctx.pins)
     have = installed_version(ctx.python, 'torch')
     if have and have != pins['torch']:
@@ -418,10 +421,9 @@ def constraints_for(ctx: Context) -> Path:
         for name in ('torch', 'torchvision', *torch_requirements(ctx.python)):
             pins.pop(name, None)
         pins['torch'] = have
-    fd, path = tempfile.mkstemp(prefix='inline_dense-constraints-', suffix='.txt')
-    with os.fdopen(fd, 'w') as f:
-        f.writelines(f'{name}=={version}\n' for name, version in pins.items())
-    return Path(path)
+    path = folder / 'constraints.txt'
+    path.write_text(''.join(f'{name}=={version}\n' for name, version in pins.items()), encoding='utf-8')
+    return path
 
 
 def torch_requirements(python: Path) -> List[str]:
@@ -497,7 +499,7 @@ def rehearse(ctx: Context, update_lock: bool) -> None:
             step += 1
         say(f'{step}. resolve every pin for Python {sys.version_info[0]}.{sys.version_info[1]} against the index '
             '(pip --dry-run)')
-        constraints = constraints_for(Context(work / 'venv', ctx.flavour, ctx.pins, ctx.cache))
+        constraints = constraints_for(Context(work / 'venv', ctx.flavour, ctx.pins, ctx.cache), work)
         got = resolve(python, pip, reqs, constraints, work / 'report.json')
         bad = [f"{normalise(i['metadata']['name'])} {i['metadata']['version']} "
                f"(lock: {ctx.pins.get(normalise(i['metadata']['name']), 'not pinned')})"
