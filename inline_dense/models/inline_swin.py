@@ -32,7 +32,7 @@ class PatchMerging(nn.Module):
         # neighbour order (row, col): (0,0), (1,0), (0,1), (1,1), as the authors' checkpoints expect
         grid = torch.cat([grid[:, 0::2, 0::2], grid[:, 1::2, 0::2], grid[:, 0::2, 1::2], grid[:, 1::2, 1::2]], -1)
         out_hw = (grid.shape[1], grid.shape[2])
-        return self.reduction(self.norm(grid.view(b, -1, 4 * c))), out_hw
+        return self.reduction(self.norm(grid.flatten(1, 2))), out_hw
 
 
 class SwinStage(nn.Module):

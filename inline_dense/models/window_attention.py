@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads
+from .inline_attention import check_heads, merge_heads
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
@@ -68,7 +68,7 @@ class WindowMSA(nn.Module):
             bias = bias + mask.unsqueeze(1).to(bias.dtype)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(bw, n, c)))
+        return self.proj_drop(self.proj(merge_heads(out)))
 
 
 def window_partition(x: torch.Tensor, win: int) -> torch.Tensor:
