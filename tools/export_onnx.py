@@ -74,11 +74,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     t0 = time.perf_counter()
-    used = onnx_export.export_with_fallback(module, args.out, outputs, args.export_shape, args.opset)
+    used, ranges = onnx_export.export_with_fallback(module, args.out, outputs, args.export_shape, args.opset)
     print(f'[export] wrote {args.out} ({os.path.getsize(args.out) / 2 ** 20:.1f} MiB) in '
-          f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; dynamic: '
-          f'batch, height, width; outputs: {", ".join(outputs)}'
-          + (f'; attn_impl switched to {used!r}' if used else ''))
+          f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
+          f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
+    print('[export] valid input sizes: ' + ', '.join(
+        f'{axis} {low}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
+    small = [s for s in args.check_shapes if any(s[d] < ranges[a][0] for a, d in (('height', 2), ('width', 3)))]
+    if small:
+        print(f'[export] note: check sizes {small} are below the valid range; expect them to fail', file=sys.stderr)
     try:
         rows = onnx_export.check_onnx(args.out, module, args.check_shapes, args.tolerance, args.runs, args.threads)
     except onnx_export.OnnxMismatchError as err:

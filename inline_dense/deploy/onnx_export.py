@@ -9,10 +9,12 @@ layers' own ``attn_impl`` first and, should it fail to export, the other evaluat
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import sympy
 import torch
 from torch import nn
+from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
 
 from ..analysis.inline_impl import inline_layers
 from ..analysis.timing import tensors_in
@@ -20,9 +22,12 @@ from ..analysis.timing import tensors_in
 Shape = Tuple[int, int, int, int]
 
 # The export example has batch 2: dynamo specialises sizes 0 and 1, so a batch-1 example
-# would make the batch static. The check sizes differ from it and are multiples neither of 32
-# nor of 7 (Swin's window) nor of 3 / 7 (CSwin's stripes) at any stride; one has batch 2.
-EXPORT_SHAPE: Shape = (2, 3, 320, 416)
+# would make the batch static. Its height and width make every size-dependent branch take its
+# general side, the one that pads: not a multiple of 4, odd token grids at strides 4, 8 and 16
+# (patch merging), grids at strides 4 to 32 that are multiples of neither 7 (Swin's window) nor
+# 3 (small CSwin stripes). The graph then holds for any size. The check sizes differ from it and
+# are multiples neither of 32 nor of 7; one has batch 2.
+EXPORT_SHAPE: Shape = (2, 3, 289, 291)
 CHECK_SHAPES: Tuple[Shape, ...] = ((1, 3, 333, 445), (2, 3, 290, 375), (1, 3, 409, 297))
 TOLERANCE = 1e-4
 # Tried in this order when the layers' own evaluation does not export.
@@ -49,10 +54,28 @@ def dynamic_image_shapes() -> Tuple[dict, ...]:
     return ({0: dim, 2: dim, 3: dim},)
 
 
+def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[int, Optional[int]]]:
+    """(min, max or None) of the image's batch, height and width that the exported graph holds for:
+    the branches taken while tracing (one window for a small grid, say) bound them."""
+    name = exported.graph_signature.user_inputs[0]
+    image = next(n for n in exported.graph.nodes if n.op == 'placeholder' and n.name == name)
+    ranges = {}
+    for axis, dim in zip(('batch', 'height', 'width'), (0, 2, 3)):
+        size = image.meta['val'].shape[dim]
+        bound = exported.range_constraints.get(getattr(size, 'node', None) and size.node.expr)
+        if bound is None:
+            ranges[axis] = (int(size), int(size))
+        else:
+            upper = None if bound.upper in (int_oo, sympy.oo) else int(bound.upper)
+            ranges[axis] = (int(bound.lower), upper)
+    return ranges
+
+
 def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
-                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> None:
+                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> Dict[str, Tuple[int, Optional[int]]]:
     """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
-    height and width. The example input is random: only its shape matters."""
+    height and width; returns :func:`input_ranges`. The example input is random: only its shape
+    matters."""
     module.eval()
     example = torch.randn(*example_shape)
     with torch.no_grad():
@@ -60,19 +83,19 @@ def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
                                     output_names=list(output_names), dynamic_shapes=dynamic_image_shapes(),
                                     opset_version=opset, verbose=False)
     program.save(path, external_data=False)
+    return input_ranges(program.exported_program)
 
 
 def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],
                          example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None,
-                         log: Callable[[str], None] = print) -> Optional[str]:
+                         log: Callable[[str], None] = print) -> Tuple[Optional[str], Dict[str, Tuple[int, Optional[int]]]]:
     """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
     with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
-    layers' own, or no InLine layer)."""
+    layers' own, or no InLine layer) and the input ranges."""
     layers = inline_layers(module)
     own = sorted({m.impl for m in layers})
     try:
-        export_onnx(module, path, output_names, example_shape, opset)
-        return None
+        return None, export_onnx(module, path, output_names, example_shape, opset)
     except Exception as err:  # the exporter raises many types; the fallback says which
         if not layers:
             raise
@@ -85,8 +108,7 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
         for m in layers:
             m.impl = impl
         try:
-            export_onnx(module, path, output_names, example_shape, opset)
-            return impl
+            return impl, export_onnx(module, path, output_names, example_shape, opset)
         except Exception as err:
             first = err
     raise RuntimeError(f'ONNX export failed with every attn_impl ({own} and {list(FALLBACK_IMPLS)}); '

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads
+from .inline_attention import check_heads, merge_heads
 from .window_attention import NEG_INF
 
 
@@ -124,5 +124,5 @@ class CSwinStripeAttention(nn.Module):
         lepe = get_v(vw.transpose(1, 2).reshape(-1, c, wh, ww)).flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        out = out.transpose(1, 2).reshape(-1, wh * ww, c) + lepe
+        out = merge_heads(out) + lepe
         return from_windows(out, win, (hp, wp))[:, :h, :w]

@@ -339,16 +339,16 @@ class InLineAttention(nn.Module):
         """q, k, v (B, N, C) (k, v already zero at padded tokens) -> (B, N, C)."""
         b, n, c = q.shape
         heads, d = self.num_heads, self.head_dim
+        if valid_mask is None:
+            count = token_count(q).view(b, 1, 1, 1)
+        else:
+            count = valid_mask.sum(1).clamp_min(1).to(torch.float32).view(b, 1, 1, 1)
         q = self.phi(q).view(b, n, heads, d).transpose(1, 2)  # (B, h, N, d)
         k = self.phi(k)
         if valid_mask is not None and self.kernel != 'identity':
             k = k * valid_mask.unsqueeze(-1).to(k.dtype)  # phi(0) need not be 0
         k = k.view(b, n, heads, d).transpose(1, 2)
         v = v.view(b, n, heads, d).transpose(1, 2)
-        if valid_mask is None:
-            count = token_count(q).view(b, 1, 1, 1)
-        else:
-            count = valid_mask.sum(1).clamp_min(1).to(torch.float32).view(b, 1, 1, 1)
         # Sums over all tokens run in float32 even under autocast: at detection
         # resolution they add up hundreds of thousands of terms and overflow fp16.
         with torch.autocast(device_type=q.device.type, enabled=False):

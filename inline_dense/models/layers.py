@@ -72,7 +72,9 @@ class TransformerBlock(nn.Module):
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     """Zero-pads the last two dims of an (..., H, W) tensor on the bottom/right to multiples."""
     h, w = x.shape[-2:]
-    ph, pw = (-h) % multiple, (-w) % multiple
+    # multiple * ceil(h / multiple) - h rather than (-h) % multiple: the same number, but a traced
+    # graph's symbolic sizes stay short expressions that the later layers' shapes simplify
+    ph, pw = multiple * -(-h // multiple) - h, multiple * -(-w // multiple) - w
     return F.pad(x, (0, pw, 0, ph)) if ph or pw else x
 
 

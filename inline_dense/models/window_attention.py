@@ -134,7 +134,7 @@ class ShiftWindowMSA(nn.Module):
             return self.w_msa(x, (h, w), mask)
 
         grid = x.view(b, h, w, c)
-        pad_h, pad_w = (-h) % win, (-w) % win
+        pad_h, pad_w = win * -(-h // win) - h, win * -(-w // win) - w  # short symbolic sizes when traced
         grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
