@@ -79,7 +79,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
           f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
     print('[export] valid input sizes: ' + ', '.join(
-        f'{axis} {low}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
+        f'{axis} {max(low, 1)}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
     small = [s for s in args.check_shapes if any(s[d] < ranges[a][0] for a, d in (('height', 2), ('width', 3)))]
     if small:
         print(f'[export] note: check sizes {small} are below the valid range; expect them to fail', file=sys.stderr)

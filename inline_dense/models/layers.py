@@ -73,8 +73,9 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     """Zero-pads the last two dims of an (..., H, W) tensor on the bottom/right to multiples."""
     h, w = x.shape[-2:]
     # multiple * ceil(h / multiple) - h rather than (-h) % multiple: the same number, but a traced
-    # graph's symbolic sizes stay short expressions that the later layers' shapes simplify
-    ph, pw = multiple * -(-h // multiple) - h, multiple * -(-w // multiple) - w
+    # graph's symbolic sizes stay short expressions that the later layers' shapes simplify (and no
+    # negative number is floor-divided: ONNX's integer Div truncates towards zero)
+    ph, pw = multiple * ((h + multiple - 1) // multiple) - h, multiple * ((w + multiple - 1) // multiple) - w
     return F.pad(x, (0, pw, 0, ph)) if ph or pw else x
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads, merge_heads
+from .inline_attention import check_heads, merge_heads, traced
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
@@ -53,7 +53,9 @@ class WindowMSA(nn.Module):
 
     def position_bias(self, window_hw: HW) -> torch.Tensor:
         """(heads, n, n) bias for a window of ``window_hw``."""
-        index = relative_position_index(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
+        # traced, not through the cache: a tensor made while tracing is a fake one, useless afterwards
+        make = relative_position_index.__wrapped__ if traced() else relative_position_index
+        index = make(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
         n = window_hw[0] * window_hw[1]
         return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
@@ -134,7 +136,7 @@ class ShiftWindowMSA(nn.Module):
             return self.w_msa(x, (h, w), mask)
 
         grid = x.view(b, h, w, c)
-        pad_h, pad_w = win * -(-h // win) - h, win * -(-w // win) - w  # short symbolic sizes when traced
+        pad_h, pad_w = win * ((h + win - 1) // win) - h, win * ((w + win - 1) // win) - w  # short when traced
         grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
