@@ -142,7 +142,7 @@ class ShiftWindowMSA(nn.Module):
         shift = win // 2 if self.shift else 0
 
         key_valid = None
-        if pad_h or pad_w or valid_mask is not None:
+        if pad_h or pad_w or valid_mask is not None or traced():  # traced: no branch on the size
             key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
             key_valid[:, :h, :w] = True if valid_mask is None else valid_mask.view(b, h, w)
         if shift:
