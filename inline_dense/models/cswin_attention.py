@@ -106,7 +106,7 @@ class CSwinStripeAttention(nn.Module):
         b, h, w, c = q.shape
         wh, ww = win
         pad_h, pad_w = (-h) % wh, (-w) % ww
-        if pad_h or pad_w or traced():  # traced: no branch on the size
+        if traced() or pad_h or pad_w:  # traced: no branch on the size
             q, k, v = (F.pad(t, (0, 0, 0, pad_w, 0, pad_h)) for t in (q, k, v))
         hp, wp = h + pad_h, w + pad_w
         heads = self.branch_heads
@@ -117,7 +117,7 @@ class CSwinStripeAttention(nn.Module):
 
         qw, kw, vw = (to_windows(t, win) for t in (q, k, v))
         mask = None
-        if pad_h or pad_w or valid is not None or traced():
+        if traced() or pad_h or pad_w or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
             key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
             mask = ((1 - to_windows(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)

@@ -28,7 +28,7 @@ class PatchMerging(nn.Module):
         b, _, c = x.shape
         h, w = hw_shape
         grid = x.view(b, h, w, c)
-        if h % 2 or w % 2 or traced():  # 2 * ceil(h / 2) - h: short symbolic sizes; traced, no branch
+        if traced() or h % 2 or w % 2:  # 2 * ceil(h / 2) - h: short symbolic sizes; traced, no branch
             grid = F.pad(grid, (0, 0, 0, 2 * ((w + 1) // 2) - w, 0, 2 * ((h + 1) // 2) - h))
         # neighbour order (row, col): (0,0), (1,0), (0,1), (1,1), as the authors' checkpoints expect
         grid = torch.cat([grid[:, 0::2, 0::2], grid[:, 1::2, 0::2], grid[:, 0::2, 1::2], grid[:, 1::2, 1::2]], -1)

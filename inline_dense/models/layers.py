@@ -77,7 +77,7 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     # graph's symbolic sizes stay short expressions that the later layers' shapes simplify (and no
     # negative number is floor-divided: ONNX's integer Div truncates towards zero)
     ph, pw = multiple * ((h + multiple - 1) // multiple) - h, multiple * ((w + multiple - 1) // multiple) - w
-    return F.pad(x, (0, pw, 0, ph)) if ph or pw or traced() else x  # traced: no branch on the size
+    return F.pad(x, (0, pw, 0, ph)) if traced() or ph or pw else x  # traced: no branch on the size
 
 
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, hw_shape: HW,

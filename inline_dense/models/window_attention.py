@@ -142,7 +142,7 @@ class ShiftWindowMSA(nn.Module):
         shift = win // 2 if self.shift else 0
 
         key_valid = None
-        if pad_h or pad_w or valid_mask is not None or traced():  # traced: no branch on the size
+        if traced() or pad_h or pad_w or valid_mask is not None:  # traced: no branch on the size
             key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
             key_valid[:, :h, :w] = True if valid_mask is None else valid_mask.view(b, h, w)
         if shift:
@@ -162,7 +162,10 @@ class ShiftWindowMSA(nn.Module):
         grid = window_reverse(out, win, (hp, wp))
         if shift:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
-        out = grid[:, :h, :w, :].reshape(b, n, c)
+        out = grid[:, :h, :w, :]
+        if traced():  # an explicit copy: reshape's view-or-copy choice would guard on the strides
+            out = out.clone(memory_format=torch.contiguous_format)
+        out = out.reshape(b, n, c)
         if shift and valid_mask is not None:
             out = self._one_window_images(x, out, valid_mask, hw_shape)
         return out
