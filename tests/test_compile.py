@@ -67,36 +67,50 @@ def test_no_graph_break_inside_an_inline_block():
         assert explained.graph_count == 1
 
 
-@pytest.mark.slow
-def test_backbones_compile_once_for_three_sizes(kind, tiny_backbone):
-    """Forward and backward (aot_eager), batch 2 and 3, three heights and widths: one graph."""
-    torch.manual_seed(0)
+def tiny_for_compile(tiny_backbone, kind):
     # Swin with window 2: its last grids stay above one window (a grid within one window is attended
     # as a window of its own size, a branch on the size); sizes above ~16 x 16 / batch pixels keep
     # torch's own convolution choice (a guard on batch x rows) the same.
-    model = tiny_backbone(kind, drop_path_rate=0.0, **(dict(window_size=2) if kind == 'swin' else {})).train()
-    counter = CompileCounterWithBackend('aot_eager')
+    return tiny_backbone(kind, drop_path_rate=0.0, **(dict(window_size=2) if kind == 'swin' else {})).train()
+
+
+@pytest.mark.slow
+def test_backbones_compile_once_for_three_sizes(kind, tiny_backbone):
+    """Batch 2 and 3, three heights and widths, training mode: one graph, eager's features."""
+    torch.manual_seed(0)
+    model = tiny_for_compile(tiny_backbone, kind)
+    counter = CompileCounter()
     compiled = torch.compile(model, backend=counter, dynamic=True)
-    for shape in [(2, 3, 150, 171), (3, 3, 163, 145), (2, 3, 177, 155)]:
-        x = torch.randn(*shape)
-        outs = compiled(x)
-        sum(o.square().mean() for o in outs).backward()
-        grads = [p.grad.clone() for p in model.parameters()]
-        model.zero_grad()
-        ref = model(x)
-        sum(o.square().mean() for o in ref).backward()
-        for got, want in zip(outs, ref):
-            assert relative_error(got.detach(), want.detach()) < 1e-5
-        # all gradients against the largest: some parameters' own are ~1e-8, where float32
-        # summation order alone moves them by a few per cent
-        flat = torch.cat([g.flatten() for g in grads])
-        assert relative_error(flat, torch.cat([p.grad.flatten() for p in model.parameters()])) < 1e-4
-        model.zero_grad()
-    assert counter.frame_count == 1
-    # dynamo specialises batch 1: one more graph, once, then shared by every batch-1 size
-    for shape in [(1, 3, 150, 161), (1, 3, 170, 141)]:
-        compiled(torch.randn(*shape))
+    with torch.no_grad():
+        for shape in [(2, 3, 150, 171), (3, 3, 163, 145), (2, 3, 177, 155)]:
+            x = torch.randn(*shape)
+            for got, want in zip(compiled(x), model(x)):
+                assert relative_error(got, want) < 1e-5
+        assert counter.frame_count == 1
+        # dynamo specialises batch 1: one more graph, once, then shared by every batch-1 size
+        for shape in [(1, 3, 150, 161), (1, 3, 170, 141)]:
+            compiled(torch.randn(*shape))
     assert counter.frame_count == 2
+
+
+@pytest.mark.slow
+def test_backbones_compiled_gradients_match_eager(kind, tiny_backbone):
+    """Forward and backward through aot_eager: eager's outputs and gradients."""
+    torch.manual_seed(0)
+    model = tiny_for_compile(tiny_backbone, kind)
+    compiled = torch.compile(model, backend='aot_eager', dynamic=True)
+    x = torch.randn(2, 3, 150, 171)
+    outs = compiled(x)
+    sum(o.square().mean() for o in outs).backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    model.zero_grad()
+    ref = model(x)
+    sum(o.square().mean() for o in ref).backward()
+    for got, want in zip(outs, ref):
+        assert relative_error(got.detach(), want.detach()) < 1e-5
+    # all gradients against the largest: some parameters' own are ~1e-8, where float32
+    # summation order alone moves them by a few per cent
+    assert relative_error(grads, torch.cat([p.grad.flatten() for p in model.parameters()])) < 1e-4
 
 
 @pytest.mark.slow
