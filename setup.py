@@ -53,5 +53,6 @@ setup(
         'full': ['mmcv==2.1.0'],           # compiled ops (DCN, CARAFE, ...): pip compiles it
         'tests': ['pytest>=7', 'pytest-timeout>=2'],
         'tools': ['matplotlib'],
+        'export': ['onnx>=1.17', 'onnxruntime>=1.20', 'onnxscript>=0.2'],  # tools/export_onnx.py
     },
 )

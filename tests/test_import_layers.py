@@ -22,6 +22,7 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
 
 LAYERS = [
+    {'deploy'},
     {'analysis'},
     {'engine', 'toy_data'},
     {'models'},

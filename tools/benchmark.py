@@ -9,6 +9,8 @@ Examples (see README, Performance)::
         --modes infer --resolutions 800x1216 1600x2432
     # one InLine attention layer against its qkv + output projections alone
     python tools/benchmark.py --layer --layer-grid 200x304 --layer-dims 96 --layer-heads 3
+    # torch.compile(dynamic=True) vs eager: compile time, recompiles and speed-up, three sizes
+    python tools/benchmark.py --compile --models inline-swin-t --resolutions 224x320 256x288 288x352 --batch 2
 
 Each (model, resolution, mode) runs in a fresh subprocess so that the peak memory
 (CPU: resident set size above the level before the first step; CUDA:
@@ -63,6 +65,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--layer-rounds', type=int, default=15)
     p.add_argument('--ablation', action='store_true',
                    help='--layer: also time the intermediate steps of the optimisation')
+    p.add_argument('--compile', nargs='?', const='inductor', default=None, metavar='BACKEND',
+                   help='instead: torch.compile(dynamic=True) with BACKEND (default inductor) vs eager, on '
+                        'every resolution in turn, in one process: first-call (compile) time, graphs, speed-up')
     args = p.parse_args(argv)
     if args.models is None:
         args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
@@ -71,6 +76,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for name in ('batch', 'runs', 'rounds'):
         if getattr(args, name) < 1:
             p.error(f'--{name} must be >= 1')
+    if args.compile and args.device != 'cpu':
+        p.error('--compile measures on the CPU only')
     if not args.layer and not args.replot:
         problem = zoo.check_entries(args.models, args.config)
         if problem:
@@ -116,6 +123,26 @@ def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
     return payload
 
 
+def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
+    """Each model compiled once, run on every resolution; prints the table, returns the payload."""
+    import torch
+    from inline_dense.analysis.compiled import format_compile_rows, measure_compiled
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows = []
+    for name, config in zoo.model_entries(args.models, args.config):
+        model = zoo.build_model(name if config is None else None, config)
+        zoo.init_model(model)
+        shapes = [(args.batch, 3, h, w) for h, w in args.resolutions]
+        for mode in args.modes:
+            rows += measure_compiled(name, model, shapes, mode, args.compile, args.warmup, args.runs)
+            print(format_compile_rows(rows[-len(shapes):]), flush=True)
+    print()
+    print(format_compile_rows(rows))
+    return dict(kind='compile', machine=report.machine_info(args.device), warmup=args.warmup, runs=args.runs,
+                batch=args.batch, command=' '.join(sys.argv), results=[r.as_dict() for r in rows])
+
+
 def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
     from inline_dense.analysis.plot import plot
     plot(rows, png, report.plot_title(payload))
@@ -132,13 +159,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         write_plot(payload['results'], png, payload)
         print(f'\nwrote {png}')
         return
-    payload = run_layer(args) if args.layer else run_sweep(args)
+    if args.compile:
+        payload = run_compile(args)
+    else:
+        payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, 'w') as f:
         json.dump(payload, f, indent=1)
     print(f'\nwrote {out}')
-    if not args.layer and not args.no_plot:
+    if not args.layer and not args.compile and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads
+from .inline_attention import check_heads, merge_heads, traced
 from .layers import window_partition, window_reverse
 from .window_attention import NEG_INF
 
@@ -91,7 +91,7 @@ class CSwinStripeAttention(nn.Module):
         b, h, w, c = q.shape
         wh, ww = win
         pad_h, pad_w = (-h) % wh, (-w) % ww
-        if pad_h or pad_w:
+        if traced() or pad_h or pad_w:  # traced: no branch on the size
             q, k, v = (F.pad(t, (0, 0, 0, pad_w, 0, pad_h)) for t in (q, k, v))
         hp, wp = h + pad_h, w + pad_w
         heads = self.branch_heads
@@ -102,12 +102,12 @@ class CSwinStripeAttention(nn.Module):
 
         qw, kw, vw = (window_partition(t, win) for t in (q, k, v))
         mask = None
-        if pad_h or pad_w or valid is not None:
+        if traced() or pad_h or pad_w or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
             key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
             mask = ((1 - window_partition(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)
         lepe = get_v(vw.transpose(1, 2).reshape(-1, c, wh, ww)).flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        out = out.transpose(1, 2).reshape(-1, wh * ww, c) + lepe
+        out = merge_heads(out) + lepe
         return window_reverse(out, win, (hp, wp))[:, :h, :w]

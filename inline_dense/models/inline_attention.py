@@ -19,6 +19,13 @@ the token covariance, k are never formed (see ``forward_folded``); they run the 
 few large GEMMs as the projections, which is what makes the layer cost little more
 than its qkv and output projections. ``'auto'`` folds whenever folding applies.
 
+Traced into a graph (``torch.compile``, ``torch.export`` and the ONNX exporter built on it,
+TorchScript tracing) the layer keeps no size out of its input: the local residual is
+written as nine shifted products (``depthwise3x3``) instead of one depthwise convolution
+with ``groups = batch * channels`` per sample, and ``'auto'`` picks its context route with
+``torch.cond`` on the symbolic token count (see ``folded_context``), so one graph serves every
+batch size and resolution.
+
 InLine-CSwin adds two things, both optional here: LePE (``lepe=True``, a 3x3 depthwise
 conv with bias over v, added to the output; folded into the local residual's taps) and
 a residual MLP that reads another tensor than the attention input (``residual_input``).
@@ -54,6 +61,49 @@ def check_heads(embed_dims: int, num_heads: int, where: str) -> int:
             f'{where}: embed_dims={embed_dims} is not divisible by num_heads={num_heads}; '
             f'choose num_heads among the divisors of {embed_dims}.')
     return embed_dims // num_heads
+
+
+def traced() -> bool:
+    """Whether this call is being traced into a graph (torch.compile, torch.export and the ONNX
+    exporter, TorchScript tracing) rather than run eagerly. Dynamo folds it to a constant."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
+def merge_heads(out: torch.Tensor) -> torch.Tensor:
+    """Attention output per head (B, h, N, d) -> tokens (B, N, h*d).
+
+    Traced, the copy is explicit: an attention kernel may hand back (B, N, h, d) memory, and a
+    graph that reshapes it as a free view breaks once its kernels are decomposed (ONNX export).
+    """
+    b, heads, n, d = out.shape
+    out = out.transpose(1, 2)
+    if traced():
+        out = out.clone(memory_format=torch.contiguous_format)
+    return out.reshape(b, n, heads * d)
+
+
+def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """3x3 depthwise filter (cross-correlation, zero padding) with per-sample taps, as nine
+    shifted products: no convolution whose group count holds the batch size.
+
+    grid (B, H, W, C), taps (B, C, 9) with tap ``t = 3 * row + col`` -> (B, H, W, C).
+    Eagerly, one grouped convolution per sample is several times faster on the CPU; traced,
+    the compiler fuses the nine products into one pass.
+    """
+    b, h, w, c = grid.shape
+    padded = F.pad(grid, (0, 0, 1, 1, 1, 1))
+    out = padded[:, :h, :w] * taps[:, :, 0].reshape(b, 1, 1, c)
+    for t in range(1, 9):
+        row, col = divmod(t, 3)
+        out = out + padded[:, row:row + h, col:col + w] * taps[:, :, t].reshape(b, 1, 1, c)
+    return out
+
+
+def token_count(x: torch.Tensor) -> torch.Tensor:
+    """(B, N, C) -> (B, 1) float32 filled with N, as a reduction: a graph traced with a symbolic
+    N keeps it symbolic (``torch.full(..., float(n))`` came out of the ONNX export as the constant
+    of the export size)."""
+    return x.new_ones(()).expand(x.shape[0], x.shape[1], 1).sum(1, dtype=torch.float32)
 
 
 def masked_token_mean(x: torch.Tensor, valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
@@ -182,21 +232,15 @@ class InLineAttention(nn.Module):
         with torch.autocast(device_type=x.device.type, enabled=False):
             xf = x.float()
             if keep is None:
-                count = torch.full((b, 1), float(n), device=x.device)
+                count = token_count(xf)
                 xs = xf
             else:
-                count = keep.sum(1).clamp_min(1).float()  # (B, 1)
-                xs = xf * keep.to(xf.dtype)
+                keep = keep.to(xf.dtype)
+                count = keep.sum(1).clamp_min(1)  # (B, 1)
+                xs = xf * keep
             mean_x = xs.sum(1) / count  # (B, C)
             mean_v = F.linear(mean_x, wv.float(), None if bv is None else bv.float())
-            if self.impl == 'folded_gram' or (self.impl == 'auto' and self.use_gram(n)):
-                ctx = self.context_from_gram(xs, xf, count, mean_x, wk.float(), wv.float())
-            else:
-                mean_k = F.linear(mean_x, wk.float(), None if bk is None else bk.float())
-                k = F.linear(xf, wk.float(), None if bk is None else bk.float())
-                if keep is not None:
-                    k = k * keep.to(k.dtype)
-                ctx = self.context_from_keys(k, v.float(), count, mean_k, mean_v)
+            ctx = self.folded_context(xf, v.float(), keep, count, mean_x, mean_v)
             ctx = ctx * self.scale  # (B, h, d, d)
             # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
             fold = (wq.float().t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
@@ -212,6 +256,10 @@ class InLineAttention(nn.Module):
         if self.get_v is not None:
             taps = taps + self.get_v.weight.reshape(1, 9 * c, 1).to(taps.dtype)
             bias = bias + self.get_v.bias.float()
+        if traced():  # one graph for any batch: no per-sample loop, no batch-sized group count
+            out = torch.baddbmm(bias.unsqueeze(1).to(v.dtype), x.to(v.dtype), fold.to(v.dtype))
+            out = out + depthwise3x3(v.reshape(b, *hw_shape, c), taps.view(b, c, 9).to(v.dtype)).reshape(b, n, c)
+            return self.attn_drop(out)
         outs = []
         for i in range(b):
             y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape)  # (N, C)
@@ -219,6 +267,39 @@ class InLineAttention(nn.Module):
             outs.append(y)
         out = outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
         return self.attn_drop(out)
+
+    def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+                       count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+        """Unscaled ctx (B, h, d, d), float32, by the route ``impl`` asks for (see ``use_gram``).
+
+        ``xf`` x and ``vf`` v (zero at padded tokens), (B, N, C) float32; ``keep`` (B, N, 1)
+        float32 mask of real tokens or None; count (B, 1); means (B, C). The weights are read
+        inside each route: ``torch.cond`` takes no inputs that alias each other.
+        """
+        c = self.embed_dims
+
+        def from_gram() -> torch.Tensor:
+            _, wk, wv = self.qkv.weight.float().split(c)
+            xs = xf if keep is None else xf * keep
+            return self.context_from_gram(xs, xf, count, mean_x, wk, wv)
+
+        def from_keys() -> torch.Tensor:
+            _, wk, _ = self.qkv.weight.float().split(c)
+            bk = None if self.qkv.bias is None else self.qkv.bias.float()[c:2 * c]
+            k = F.linear(xf, wk, bk)
+            if keep is not None:
+                k = k * keep
+            return self.context_from_keys(k, vf, count, F.linear(mean_x, wk, bk), mean_v)
+
+        if self.impl != 'auto':
+            return from_gram() if self.impl == 'folded_gram' else from_keys()
+        n = xf.shape[1]
+        if torch.compiler.is_compiling():
+            # A Python branch on the token count would guard the graph on it (a recompile, or a
+            # specialised export, whenever a size crosses the threshold); torch.cond keeps both
+            # routes in the graph and picks one at run time from the symbolic count.
+            return torch.cond(self.use_gram(n), from_gram, from_keys)
+        return from_gram() if self.use_gram(n) else from_keys()
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
@@ -258,16 +339,16 @@ class InLineAttention(nn.Module):
         """q, k, v (B, N, C) (k, v already zero at padded tokens) -> (B, N, C)."""
         b, n, c = q.shape
         heads, d = self.num_heads, self.head_dim
+        if valid_mask is None:
+            count = token_count(q).view(b, 1, 1, 1)
+        else:
+            count = valid_mask.sum(1).clamp_min(1).to(torch.float32).view(b, 1, 1, 1)
         q = self.phi(q).view(b, n, heads, d).transpose(1, 2)  # (B, h, N, d)
         k = self.phi(k)
         if valid_mask is not None and self.kernel != 'identity':
             k = k * valid_mask.unsqueeze(-1).to(k.dtype)  # phi(0) need not be 0
         k = k.view(b, n, heads, d).transpose(1, 2)
         v = v.view(b, n, heads, d).transpose(1, 2)
-        if valid_mask is None:
-            count = torch.full((b, 1, 1, 1), float(n), device=q.device)
-        else:
-            count = valid_mask.sum(1).clamp_min(1).to(torch.float32).view(b, 1, 1, 1)
         # Sums over all tokens run in float32 even under autocast: at detection
         # resolution they add up hundreds of thousands of terms and overflow fp16.
         with torch.autocast(device_type=q.device.type, enabled=False):
@@ -277,12 +358,14 @@ class InLineAttention(nn.Module):
             ctx = kf.transpose(-2, -1) @ vf / count - mean_k.transpose(-2, -1) @ mean_v  # (B, h, d, d)
             ctx = ctx * self.scale
         out = (q @ ctx.to(q.dtype)) + mean_v.to(q.dtype)
-        return out.transpose(1, 2).reshape(b, n, c)
+        return merge_heads(out)
 
     @staticmethod
     def local_residual(v: torch.Tensor, taps: torch.Tensor, hw_shape: HW) -> torch.Tensor:
         """3x3 depthwise filter with per-sample taps over v: (B, N, C), (B, 9C, 1) -> (B, N, C)."""
         b, n, c = v.shape
+        if traced():
+            return depthwise3x3(v.reshape(b, *hw_shape, c), taps.view(b, c, 9).to(v.dtype)).reshape(b, n, c)
         vmap = v.transpose(1, 2).reshape(1, b * c, *hw_shape)
         weight = taps.reshape(b * c, 1, 3, 3).to(v.dtype)
         out = F.conv2d(vmap, weight, padding=1, groups=b * c)

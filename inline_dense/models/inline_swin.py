@@ -9,6 +9,7 @@ from torch import nn
 
 from ..typing import HW, StateDict
 from .backbone_base import InitCfg, InLineBackboneBase
+from .inline_attention import traced
 from .layers import TransformerBlock, pad_to_multiple
 from .window_attention import ShiftWindowMSA
 
@@ -28,12 +29,12 @@ class PatchMerging(nn.Module):
         b, _, c = x.shape
         h, w = hw_shape
         grid = x.view(b, h, w, c)
-        if h % 2 or w % 2:
-            grid = F.pad(grid, (0, 0, 0, w % 2, 0, h % 2))
+        if traced() or h % 2 or w % 2:  # 2 * ceil(h / 2) - h: short symbolic sizes; traced, no branch
+            grid = F.pad(grid, (0, 0, 0, 2 * ((w + 1) // 2) - w, 0, 2 * ((h + 1) // 2) - h))
         # neighbour order (row, col): (0,0), (1,0), (0,1), (1,1), as the authors' checkpoints expect
         grid = torch.cat([grid[:, 0::2, 0::2], grid[:, 1::2, 0::2], grid[:, 0::2, 1::2], grid[:, 1::2, 1::2]], -1)
         out_hw = (grid.shape[1], grid.shape[2])
-        return self.reduction(self.norm(grid.view(b, -1, 4 * c))), out_hw
+        return self.reduction(self.norm(grid.flatten(1, 2))), out_hw
 
 
 class SwinStage(nn.Module):

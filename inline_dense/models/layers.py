@@ -7,6 +7,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
+from .inline_attention import traced
 
 
 class Mlp(nn.Module):
@@ -79,8 +80,11 @@ class TransformerBlock(nn.Module):
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     """Zero-pads the last two dims of an (..., H, W) tensor on the bottom/right to multiples."""
     h, w = x.shape[-2:]
-    ph, pw = (-h) % multiple, (-w) % multiple
-    return F.pad(x, (0, pw, 0, ph)) if ph or pw else x
+    # multiple * ceil(h / multiple) - h rather than (-h) % multiple: the same number, but a traced
+    # graph's symbolic sizes stay short expressions that the later layers' shapes simplify (and no
+    # negative number is floor-divided: ONNX's integer Div truncates towards zero)
+    ph, pw = multiple * ((h + multiple - 1) // multiple) - h, multiple * ((w + multiple - 1) // multiple) - w
+    return F.pad(x, (0, pw, 0, ph)) if traced() or ph or pw else x  # traced: no branch on the size
 
 
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, hw_shape: HW,

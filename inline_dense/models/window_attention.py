@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads
+from .inline_attention import check_heads, merge_heads, traced
 from .layers import window_partition, window_reverse
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
@@ -54,7 +54,9 @@ class WindowMSA(nn.Module):
 
     def position_bias(self, window_hw: HW) -> torch.Tensor:
         """(heads, n, n) bias for a window of ``window_hw``."""
-        index = relative_position_index(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
+        # traced, not through the cache: a tensor made while tracing is a fake one, useless afterwards
+        make = relative_position_index.__wrapped__ if traced() else relative_position_index
+        index = make(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
         n = window_hw[0] * window_hw[1]
         return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
@@ -69,7 +71,7 @@ class WindowMSA(nn.Module):
             bias = bias + mask.unsqueeze(1).to(bias.dtype)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(bw, n, c)))
+        return self.proj_drop(self.proj(merge_heads(out)))
 
 
 def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device) -> torch.Tensor:
@@ -120,13 +122,13 @@ class ShiftWindowMSA(nn.Module):
             return self.w_msa(x, (h, w), mask)
 
         grid = x.view(b, h, w, c)
-        pad_h, pad_w = (-h) % win, (-w) % win
+        pad_h, pad_w = win * ((h + win - 1) // win) - h, win * ((w + win - 1) // win) - w  # short when traced
         grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
 
         key_valid = None
-        if pad_h or pad_w or valid_mask is not None:
+        if traced() or pad_h or pad_w or valid_mask is not None:  # traced: no branch on the size
             key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
             key_valid[:, :h, :w] = True if valid_mask is None else valid_mask.view(b, h, w)
         if shift:
@@ -146,7 +148,10 @@ class ShiftWindowMSA(nn.Module):
         grid = window_reverse(out, win, (hp, wp))
         if shift:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
-        out = grid[:, :h, :w, :].reshape(b, n, c)
+        out = grid[:, :h, :w, :]
+        if traced():  # an explicit copy: reshape's view-or-copy choice would guard on the strides
+            out = out.clone(memory_format=torch.contiguous_format)
+        out = out.reshape(b, n, c)
         if shift and valid_mask is not None:
             out = self._one_window_images(x, out, valid_mask, hw_shape)
         return out

@@ -1,0 +1,174 @@
+"""ONNX export with dynamic batch, height and width, and its check with onnxruntime.
+
+:func:`export_onnx` runs PyTorch's dynamo-based exporter (``torch.export`` underneath) with
+batch, height and width marked dynamic. :func:`check_onnx` runs the file with onnxruntime on
+input sizes other than the export one and compares with PyTorch; it raises
+:class:`OnnxMismatchError` past the tolerance. :func:`export_with_fallback` tries the InLine
+layers' own ``attn_impl`` first and, should it fail to export, the other evaluations in turn.
+"""
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import sympy
+import torch
+from torch import nn
+from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
+
+from ..analysis.inline_impl import inline_layers
+from ..analysis.timing import tensors_in
+
+Shape = Tuple[int, int, int, int]
+
+# The export example has batch 2: dynamo specialises sizes 0 and 1, so a batch-1 example
+# would make the batch static. Its height and width make every size-dependent branch take its
+# general side, the one that pads: not a multiple of 4, odd token grids at strides 4, 8 and 16
+# (patch merging), grids at strides 4 to 32 that are multiples of neither 7 (Swin's window) nor
+# 3 (small CSwin stripes). The graph then holds for any size. The check sizes differ from it and
+# are multiples neither of 32 nor of 7; one has batch 2.
+EXPORT_SHAPE: Shape = (2, 3, 289, 291)
+CHECK_SHAPES: Tuple[Shape, ...] = ((1, 3, 333, 445), (2, 3, 290, 375), (1, 3, 409, 297))
+TOLERANCE = 1e-4
+# Tried in this order when the layers' own evaluation does not export.
+FALLBACK_IMPLS = ('folded_keys', 'reference')
+
+
+class OnnxMismatchError(RuntimeError):
+    """onnxruntime's outputs differ from PyTorch's by more than the tolerance."""
+
+
+@dataclass
+class CheckRow:
+    """One input size checked: errors of the worst output, latencies (median, ms)."""
+    shape: Shape
+    max_abs_error: float
+    relative_error: float  # max |ort - torch| / max |torch|, worst output
+    ort_ms: float
+    torch_ms: float
+
+
+def dynamic_image_shapes() -> Tuple[dict, ...]:
+    """Batch, height and width of the one image input are dynamic."""
+    dim = torch.export.Dim.DYNAMIC
+    return ({0: dim, 2: dim, 3: dim},)
+
+
+def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[int, Optional[int]]]:
+    """(min, max or None) of the image's batch, height and width that the exported graph holds for:
+    the branches taken while tracing (one window for a small grid, say) bound them."""
+    name = exported.graph_signature.user_inputs[0]
+    image = next(n for n in exported.graph.nodes if n.op == 'placeholder' and n.name == name)
+    ranges = {}
+    for axis, dim in zip(('batch', 'height', 'width'), (0, 2, 3)):
+        size = image.meta['val'].shape[dim]
+        bound = exported.range_constraints.get(getattr(size, 'node', None) and size.node.expr)
+        if bound is None:
+            ranges[axis] = (int(size), int(size))
+        else:
+            upper = None if bound.upper in (int_oo, sympy.oo) else int(bound.upper)
+            ranges[axis] = (int(bound.lower), upper)
+    return ranges
+
+
+def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
+                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> Dict[str, Tuple[int, Optional[int]]]:
+    """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
+    height and width; returns :func:`input_ranges`. The example input is random: only its shape
+    matters."""
+    module.eval()
+    example = torch.randn(*example_shape)
+    with torch.no_grad():
+        program = torch.onnx.export(module, (example,), dynamo=True, input_names=['image'],
+                                    output_names=list(output_names), dynamic_shapes=dynamic_image_shapes(),
+                                    opset_version=opset, verbose=False)
+    program.save(path, external_data=False)
+    return input_ranges(program.exported_program)
+
+
+def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],
+                         example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None,
+                         log: Callable[[str], None] = print) -> Tuple[Optional[str], Dict[str, Tuple[int, Optional[int]]]]:
+    """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
+    with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
+    layers' own, or no InLine layer) and the input ranges."""
+    layers = inline_layers(module)
+    own = sorted({m.impl for m in layers})
+    try:
+        return None, export_onnx(module, path, output_names, example_shape, opset)
+    except Exception as err:  # the exporter raises many types; the fallback says which
+        if not layers:
+            raise
+        first = err
+    for impl in FALLBACK_IMPLS:
+        if own == [impl]:
+            continue
+        log(f'[export] attn_impl {own} did not export ({type(first).__name__}: {str(first)[:300]}); '
+            f'trying attn_impl={impl!r} (the same function, evaluated another way)')
+        for m in layers:
+            m.impl = impl
+        try:
+            return impl, export_onnx(module, path, output_names, example_shape, opset)
+        except Exception as err:
+            first = err
+    raise RuntimeError(f'ONNX export failed with every attn_impl ({own} and {list(FALLBACK_IMPLS)}); '
+                       f'last error: {type(first).__name__}: {first}') from first
+
+
+def _median_ms(call: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHAPES,
+               tolerance: float = TOLERANCE, runs: int = 3, threads: int = 0, seed: int = 0) -> List[CheckRow]:
+    """Runs ``path`` with onnxruntime (CPU) and ``module`` with PyTorch on random inputs of
+    ``shapes``; returns one row per shape. Raises :class:`OnnxMismatchError` (after checking
+    every shape) when an output's relative error is above ``tolerance``."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    session = ort.InferenceSession(path, options, providers=['CPUExecutionProvider'])
+    name = session.get_inputs()[0].name
+    module.eval()
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for shape in shapes:
+        image = torch.randn(*shape, generator=generator)
+        feed = {name: image.numpy()}
+        with torch.no_grad():
+            ref = [t.float() for t in tensors_in(module(image))]
+            torch_ms = _median_ms(lambda: module(image), runs)
+        got = [torch.from_numpy(a) for a in session.run(None, feed)]
+        ort_ms = _median_ms(lambda: session.run(None, feed), runs)
+        if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref)):
+            raise OnnxMismatchError(
+                f'{path}: at input {shape} onnxruntime returned shapes {[tuple(g.shape) for g in got]}, PyTorch '
+                f'{[tuple(r.shape) for r in ref]}: the graph kept a size of the export input {EXPORT_SHAPE}.')
+        abs_err = max(float((g - r).abs().max()) for g, r in zip(got, ref))
+        rel_err = max(float((g - r).abs().max() / r.abs().max().clamp_min(1e-12)) for g, r in zip(got, ref))
+        rows.append(CheckRow(tuple(shape), abs_err, rel_err, ort_ms, torch_ms))
+    bad = [r for r in rows if not r.relative_error <= tolerance]
+    if bad:
+        worst = max(bad, key=lambda r: r.relative_error)
+        raise OnnxMismatchError(
+            f'{path}: onnxruntime differs from PyTorch by {worst.relative_error:.2e} relative (max abs '
+            f'{worst.max_abs_error:.2e}) at input {worst.shape}, above the tolerance {tolerance:.0e}. '
+            f'Sizes over: {[r.shape for r in bad]}. Do not deploy this file; re-export with another '
+            f'--attn-impl, or report the sizes.')
+    return rows
+
+
+def format_rows(rows: Sequence[CheckRow]) -> str:
+    """The check as a small text table."""
+    lines = [f'{"input (BxCxHxW)":<18} {"max abs err":>12} {"rel err":>10} {"onnxruntime ms":>15} '
+             f'{"pytorch ms":>11}']
+    for r in rows:
+        lines.append(f'{"x".join(map(str, r.shape)):<18} {r.max_abs_error:>12.2e} {r.relative_error:>10.2e} '
+                     f'{r.ort_ms:>15.1f} {r.torch_ms:>11.1f}')
+    return '\n'.join(lines)

@@ -1,0 +1,97 @@
+"""Export an InLine segmentor (image -> per-class logits) or detector (image -> backbone + neck
+features) to ONNX with dynamic batch, height and width, then check it with onnxruntime.
+
+Examples (see README, Deploy)::
+
+    python tools/export_onnx.py configs/upernet/upernet_inline-swin-t_8xb2-160k_ade20k-512x512.py \\
+        --out work_dirs/upernet_inline-swin-t.onnx
+    python tools/export_onnx.py configs/mask_rcnn/mask-rcnn_inline-swin-t_fpn_1x_coco.py \\
+        work_dirs/mask_rcnn/iter_90000.pth --out mask-rcnn_inline-swin-t_features.onnx
+
+Without a checkpoint the weights are random (the export and the check still mean something).
+The input is the normalised image: the data preprocessor's mean/std is not in the graph.
+The check runs three sizes not used at export and exits non-zero when onnxruntime differs
+from PyTorch by more than --tolerance (relative to the largest output value).
+"""
+import argparse
+import os
+import sys
+import time
+from typing import Optional, Sequence, Tuple
+
+from inline_dense.deploy import onnx_export
+from inline_dense.models.inline_attention import IMPLS
+
+
+def parse_shape(text: str) -> Tuple[int, int, int, int]:
+    """'BxCxHxW' -> (B, C, H, W)."""
+    try:
+        shape = tuple(int(v) for v in text.lower().split('x'))
+    except ValueError:
+        shape = ()
+    if len(shape) != 4 or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f'expected BxCxHxW with positive sizes, e.g. 2x3x290x375; got {text!r}')
+    return shape  # type: ignore[return-value]
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('config', help='mmseg (whole segmentor) or mmdet (backbone + neck) config')
+    p.add_argument('checkpoint', nargs='?', default=None, help='whole-model .pth (default: random weights)')
+    p.add_argument('--out', required=True, help='ONNX file to write')
+    p.add_argument('--attn-impl', choices=list(IMPLS), default=None,
+                   help="evaluation of the InLine layers (default: the config's, 'auto')")
+    p.add_argument('--export-shape', type=parse_shape, default=onnx_export.EXPORT_SHAPE,
+                   help='BxCxHxW of the example input (batch >= 2: dynamo fixes a batch of 1)')
+    p.add_argument('--check-shapes', type=parse_shape, nargs='+', default=list(onnx_export.CHECK_SHAPES),
+                   help='BxCxHxW sizes checked with onnxruntime')
+    p.add_argument('--tolerance', type=float, default=onnx_export.TOLERANCE,
+                   help='largest relative error accepted (max |ort - torch| / max |torch|)')
+    p.add_argument('--runs', type=int, default=3, help='timed runs per size (median reported)')
+    p.add_argument('--threads', type=int, default=0, help='torch and onnxruntime threads (0: their default)')
+    p.add_argument('--opset', type=int, default=None, help="ONNX opset (default: the exporter's)")
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.config):
+        p.error(f'config {args.config!r} not found')
+    if args.checkpoint and not os.path.isfile(args.checkpoint):
+        p.error(f'checkpoint {args.checkpoint!r} not found')
+    if args.export_shape[0] < 2:
+        p.error('--export-shape needs a batch of at least 2: torch.export treats a batch of 1 as a constant')
+    if args.export_shape in args.check_shapes:
+        p.error('--check-shapes must differ from --export-shape: the check is about the other sizes')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    import torch
+    from inline_dense.deploy import deployable
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl)
+    what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
+    print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    t0 = time.perf_counter()
+    used, ranges = onnx_export.export_with_fallback(module, args.out, outputs, args.export_shape, args.opset)
+    print(f'[export] wrote {args.out} ({os.path.getsize(args.out) / 2 ** 20:.1f} MiB) in '
+          f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
+          f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
+    print('[export] valid input sizes: ' + ', '.join(
+        f'{axis} {max(low, 1)}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
+    small = [s for s in args.check_shapes if any(s[d] < ranges[a][0] for a, d in (('height', 2), ('width', 3)))]
+    if small:
+        print(f'[export] note: check sizes {small} are below the valid range; expect them to fail', file=sys.stderr)
+    try:
+        rows = onnx_export.check_onnx(args.out, module, args.check_shapes, args.tolerance, args.runs, args.threads)
+    except onnx_export.OnnxMismatchError as err:
+        print(f'[export] FAILED: {err}', file=sys.stderr)
+        return 1
+    print(onnx_export.format_rows(rows))
+    print(f'[export] OK: onnxruntime matches PyTorch within {args.tolerance:.0e} relative at every size')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
