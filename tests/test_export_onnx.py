@@ -41,16 +41,8 @@ class Outputs(nn.Module):
         return tuple(self.backbone(image))
 
 
-# Known bug, found by the merged CI run: since the padding branches were rewritten for torch.compile
-# (pad_to_multiple and friends traced on their padding side), an exported graph keeps the stem's
-# padding of the export input, so a size that is not a multiple of 4 comes out one token short
-# (233x247 -> 58x61 instead of 59x62). The tool's check catches it and exits 1. strict: the day the
-# export is fixed, these tests pass and the marker must go.
-EXPORT_PADDING_BUG = pytest.mark.xfail(strict=True, raises=Exception,
-                                       reason='exported graphs keep the export size\'s stem padding (see above)')
 
 
-@EXPORT_PADDING_BUG
 @pytest.mark.slow
 def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_thread):
     """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
@@ -81,7 +73,6 @@ def test_check_fails_loudly_on_a_mismatch(tmp_path, one_thread):
         check_onnx(path, module, [(3, 3, 30, 8)], runs=1)
 
 
-@EXPORT_PADDING_BUG
 @pytest.mark.slow
 def test_tool_exports_a_segmenter(load_tool, tmp_path, capsys, one_thread):
     """tools/export_onnx.py on the toy UperNet: image -> logits at the input size, checked."""

@@ -174,7 +174,9 @@ class InLineBackboneBase(BaseModule):
         """
         self.check_input(x, valid_hw)
         h, w = x.shape[-2:]
-        sizes = {i: (-(-h // self.strides[i]), -(-w // self.strides[i])) for i in self.out_indices}
+        # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a negative
+        # size becomes an integer Div, which truncates towards zero (one row short)
+        sizes = {i: ((h + s - 1) // s, (w + s - 1) // s) for i, s in enumerate(self.strides) if i in self.out_indices}
         if x.shape[0] == 0:  # an empty batch: empty outputs of the usual shapes
             return tuple(x.new_zeros(0, self.embed_dims[i], *sizes[i]) for i in self.out_indices)
         param = next(self.parameters(), None)
