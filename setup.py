@@ -51,7 +51,7 @@ setup(
     extras_require={
         'lite': ['mmcv-lite==2.1.0'],      # no compiler needed: ops served by inline_dense.ops
         'full': ['mmcv==2.1.0'],           # compiled ops (DCN, CARAFE, ...): pip compiles it
-        'tests': ['pytest>=7', 'pytest-timeout>=2'],
+        'tests': ['pytest>=7', 'pytest-timeout>=2', 'pytest-xdist>=3'],
         'tools': ['matplotlib'],
         'export': ['onnx>=1.17', 'onnxruntime>=1.20', 'onnxscript>=0.2'],  # tools/export_onnx.py
     },

@@ -12,6 +12,7 @@ Markers live in pytest.ini. Fixtures here:
 """
 import copy
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Dict, Tuple
@@ -20,6 +21,12 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    # One pytest-xdist worker per core (`-n auto`): each worker, and the tools it starts as
+    # subprocesses, computes on one thread instead of all of them contending for every core.
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
+    torch.set_num_threads(1)
 
 # Per family: class name, and settings with every kind of block (InLine, softmax, the mixed stage).
 TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {

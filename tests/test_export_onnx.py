@@ -48,7 +48,9 @@ def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_
     """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
     matches PyTorch at three sizes other than the export one, batch 1 and 2."""
     torch.manual_seed(0)
-    module = Outputs(tiny_backbone(kind)).eval()
+    # InLine-Swin with one block in each InLine-only stage: still every kind of block (InLine,
+    # plain and shifted windows, the mixed stage) in 6 blocks instead of 8, a quarter less to export
+    module = Outputs(tiny_backbone(kind, **(dict(depths=(1, 1, 2, 2)) if kind == 'swin' else {}))).eval()
     path = str(tmp_path / f'{kind}.onnx')
     ranges = export_onnx(module, path, [f'out{i}' for i in range(4)])
     assert ranges['height'][1] is None and ranges['width'][1] is None  # no upper bound

@@ -45,7 +45,7 @@ SUPPORTED_PYTHONS = ((3, 9), (3, 10), (3, 11), (3, 12))
 STACK = ('torch', 'torchvision', 'mmengine', 'mmdet', 'mmsegmentation')
 # Besides the stack: what the package, its tools and its tests import. setuptools < 81:
 # mmengine 0.10.7 resolves 'mmdet::' / 'mmseg::' config paths with pkg_resources.
-EXTRAS = ('setuptools', 'timm', 'pycocotools', 'pytest', 'pytest-timeout', 'ftfy', 'regex',
+EXTRAS = ('setuptools', 'timm', 'pycocotools', 'pytest', 'pytest-timeout', 'pytest-xdist', 'ftfy', 'regex',
           'onnx', 'onnxruntime', 'onnxscript')  # the last three: tools/export_onnx.py and its tests
 FLAVOURS = {'lite': 'mmcv-lite', 'full': 'mmcv'}
 STAMP_NAME = '.inline_dense_setup'

@@ -63,7 +63,7 @@ except ImportError:  # mmseg not installed: no segmentation toy dataset
 
 if CocoDataset is not None:
 
-    @DET_DATASETS.register_module(force=True)
+    @DET_DATASETS.register_module()
     class ToyCocoDataset(ToyFolderMixin, CocoDataset):
         """mmdet's CocoDataset on the toy COCO folder (default ``data/toy_coco``), generated on
         first use with ``make_toy_coco(data_root, **toy_data)``."""
@@ -74,7 +74,7 @@ if CocoDataset is not None:
 
 if ADE20KDataset is not None:
 
-    @SEG_DATASETS.register_module(force=True)
+    @SEG_DATASETS.register_module()
     class ToyADE20KDataset(ToyFolderMixin, ADE20KDataset):
         """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder (default
         ``data/toy_ade``), generated on first use with ``make_toy_ade(data_root, **toy_data)``."""
