@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
+from inline_dense.analysis.gpu_check.attention_step import trained_scale_layer
 from inline_dense.models import InLineAttention
 
 STAGE1_HW = (400, 608)  # a 1600x2432 image at stride 4
@@ -45,14 +45,8 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def realistic_layer(device: str = 'cpu') -> InLineAttention:
     """Weights at the scale of trained ones (Xavier), not the 0.02 std of a fresh init,
-    which would make every activation tiny and the test meaningless."""
-    torch.manual_seed(0)
-    layer = InLineAttention(C, HEADS)
-    for m in layer.modules():
-        if isinstance(m, (nn.Linear, nn.Conv1d)):
-            nn.init.xavier_uniform_(m.weight)
-            nn.init.normal_(m.bias, std=0.1)
-    return layer.to(device)
+    which would make every activation tiny and the test meaningless: the GPU check's layer."""
+    return trained_scale_layer(C, HEADS).to(device)
 
 
 def realistic_tokens(hw, device: str = 'cpu') -> torch.Tensor:

@@ -41,8 +41,6 @@ class Outputs(nn.Module):
         return tuple(self.backbone(image))
 
 
-
-
 @pytest.mark.slow
 def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_thread):
     """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
