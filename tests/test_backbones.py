@@ -71,7 +71,7 @@ def test_cswin_block_layout():
     assert isinstance(inline.attn, InLineAttention) and inline.attn.get_v is not None and inline.residual_from_input
     stripes, last = model.stages[2].blocks[0].attn, model.stages[3].blocks[0].attn
     assert (stripes.num_branches, stripes.split_size, last.num_branches) == (2, 7, 1)
-    assert stripes.windows((30, 50)) == [(30, 7), (7, 50)] and last.windows((30, 50)) == [(30, 50)]
+    assert stripes.stripes() == [(None, 7), (7, None)] and last.stripes() == [(None, None)]
 
 
 def test_arch_presets_and_overrides():

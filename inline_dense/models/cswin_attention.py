@@ -10,7 +10,7 @@ is added to the attention output.
 Any H x W works: the grid is zero-padded to whole stripes, padded keys are masked out,
 and the output is cropped back. Batch padding (``valid_mask``) is treated the same way.
 """
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +20,9 @@ from ..typing import HW
 from .inline_attention import check_heads, merge_heads, traced
 from .layers import window_partition, window_reverse
 from .window_attention import NEG_INF
+
+# a branch's window (rows, cols); None spans that whole side of the grid
+Stripe = Tuple[Optional[int], Optional[int]]
 
 
 class CSwinStripeAttention(nn.Module):
@@ -61,12 +64,11 @@ class CSwinStripeAttention(nn.Module):
     def extra_repr(self) -> str:
         return f'split_size={self.split_size}, num_branches={self.num_branches}'
 
-    def windows(self, hw: HW) -> List[HW]:
-        """The window of each branch on an H x W grid."""
-        h, w = hw
+    def stripes(self) -> List[Stripe]:
+        """Per branch, its window's (rows, cols); None spans that whole side of the grid."""
         if self.num_branches == 1:
-            return [(h, w)]
-        return [(h, self.split_size), (self.split_size, w)]
+            return [(None, None)]
+        return [(None, self.split_size), (self.split_size, None)]
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         b, n, c = x.shape
@@ -79,19 +81,25 @@ class CSwinStripeAttention(nn.Module):
         q, k, v = qkv.view(b, h, w, 3, c).unbind(3)
         cb = c // self.num_branches
         outs = []
-        for i, win in enumerate(self.windows(hw_shape)):
+        for i, stripe in enumerate(self.stripes()):
             part = slice(i * cb, (i + 1) * cb)
-            outs.append(self.branch(q[..., part], k[..., part], v[..., part], win, self.get_v[i], valid))
+            outs.append(self.branch(q[..., part], k[..., part], v[..., part], stripe, self.get_v[i], valid))
         out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
         return self.proj_drop(self.proj(out.reshape(b, n, c)))
 
-    def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, win: HW, get_v: nn.Conv2d,
+    def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stripe: Stripe, get_v: nn.Conv2d,
                valid: Optional[torch.Tensor]) -> torch.Tensor:
-        """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in ``win`` windows + LePE."""
+        """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in the ``stripe`` windows + LePE."""
         b, h, w, c = q.shape
+        rows, cols = stripe
+        # a side the window spans is never padded, nor divided by itself: traced with symbolic
+        # sizes, (-h) % h and (h + pad) // h are costly symbolic algebra that ends in 0 and 1
+        pad_h = 0 if rows is None else rows * ((h + rows - 1) // rows) - h
+        pad_w = 0 if cols is None else cols * ((w + cols - 1) // cols) - w
+        win = (h if rows is None else rows, w if cols is None else cols)
         wh, ww = win
-        pad_h, pad_w = (-h) % wh, (-w) % ww
-        if traced() or pad_h or pad_w:  # traced: no branch on the size
+        padded = stripe != (None, None) and (traced() or pad_h or pad_w)  # traced: no branch on the size
+        if padded:
             q, k, v = (F.pad(t, (0, 0, 0, pad_w, 0, pad_h)) for t in (q, k, v))
         hp, wp = h + pad_h, w + pad_w
         heads = self.branch_heads
@@ -101,13 +109,14 @@ class CSwinStripeAttention(nn.Module):
             return t.view(t.shape[0], t.shape[1], heads, d).transpose(1, 2)
 
         qw, kw, vw = (window_partition(t, win) for t in (q, k, v))
+        n_win = qw.shape[0]  # B * windows per image; spelled out below, no -1 (see window_partition)
         mask = None
-        if traced() or pad_h or pad_w or valid is not None:
+        if padded or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
             key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
-            mask = ((1 - window_partition(key_valid, win)) * NEG_INF).view(-1, 1, 1, wh * ww)
-        lepe = get_v(vw.transpose(1, 2).reshape(-1, c, wh, ww)).flatten(2).transpose(1, 2)
+            mask = ((1 - window_partition(key_valid, win)) * NEG_INF).view(n_win, 1, 1, wh * ww)
+        lepe = get_v(vw.transpose(1, 2).reshape(n_win, c, wh, ww)).flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
         out = merge_heads(out) + lepe
-        return window_reverse(out, win, (hp, wp))[:, :h, :w]
+        return window_reverse(out, win, (hp, wp), b)[:, :h, :w]

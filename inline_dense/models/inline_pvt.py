@@ -16,14 +16,18 @@ from .layers import TransformerBlock, pad_to_multiple
 from .sr_attention import SRAttention
 
 
+def resize_pos_grid(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
+    """(1, h0*w0, C) embedding of a ``src_hw`` grid -> (1, C, h, w) map, bilinear, align_corners=False."""
+    c = pos_embed.shape[-1]
+    grid = pos_embed.reshape(1, *src_hw, c).permute(0, 3, 1, 2)
+    return F.interpolate(grid, size=dst_hw, mode='bilinear', align_corners=False)
+
+
 def resize_pos_embed(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
     """(1, h0*w0, C) embedding of a ``src_hw`` grid -> (1, h*w, C), bilinear, align_corners=False."""
     if tuple(src_hw) == tuple(dst_hw):
         return pos_embed
-    c = pos_embed.shape[-1]
-    grid = pos_embed.reshape(1, *src_hw, c).permute(0, 3, 1, 2)
-    grid = F.interpolate(grid, size=dst_hw, mode='bilinear', align_corners=False)
-    return grid.flatten(2).transpose(1, 2)
+    return resize_pos_grid(pos_embed, src_hw, dst_hw).flatten(2).transpose(1, 2)
 
 
 class PVTStage(nn.Module):
@@ -62,10 +66,10 @@ class PVTStage(nn.Module):
         pos = self.pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
         resized: Dict[HW, torch.Tensor] = {}
         for i, size in enumerate(sizes):
-            if size not in resized:
-                resized[size] = resize_pos_embed(self.pos_embed, self.pos_hw, size).view(*size, c)
+            if size not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
+                resized[size] = resize_pos_grid(self.pos_embed, self.pos_hw, size)[0].permute(1, 2, 0)
             pos[i, :size[0], :size[1]] = resized[size]
-        return pos.view(len(sizes), -1, c)
+        return pos.view(len(sizes), hw[0] * hw[1], c)
 
 
 @MODELS.register_module()

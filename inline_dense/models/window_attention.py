@@ -137,15 +137,15 @@ class ShiftWindowMSA(nn.Module):
                 key_valid = torch.roll(key_valid, (-shift, -shift), dims=(1, 2))
 
         windows = window_partition(grid, win)  # (B*nW, n, C)
-        nw = windows.shape[0] // b
+        nw = (hp // win) * (wp // win)  # windows per image
         mask = shift_region_mask((hp, wp), win, shift, x.device) if shift else None  # (nW, n, n)
         if key_valid is not None:
-            kv = window_partition(key_valid.unsqueeze(-1).to(x.dtype), win).view(b, nw, 1, -1)
+            kv = window_partition(key_valid.unsqueeze(-1).to(x.dtype), win).view(b, nw, 1, win * win)
             pad_mask = (1 - kv) * NEG_INF  # (B, nW, 1, n)
             mask = pad_mask if mask is None else mask.unsqueeze(0) + pad_mask
             mask = mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
         out = self.w_msa(windows, (win, win), mask)
-        grid = window_reverse(out, win, (hp, wp))
+        grid = window_reverse(out, win, (hp, wp), b)
         if shift:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
         out = grid[:, :h, :w, :]
