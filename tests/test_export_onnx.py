@@ -75,18 +75,20 @@ def test_check_fails_loudly_on_a_mismatch(tmp_path, one_thread):
 
 @pytest.mark.slow
 def test_tool_exports_a_segmenter(load_tool, tmp_path, capsys, one_thread):
-    """tools/export_onnx.py on the toy UperNet: image -> logits at the input size, checked."""
+    """tools/export_onnx.py on the toy UperNet: image -> logits at the input size, checked;
+    --cfg-options reach the exported model (4 classes instead of the config's 5)."""
     out = tmp_path / 'upernet.onnx'
     code = load_tool('export_onnx').main([
         'configs/toy/upernet_inline-swin-mini_toy-ade.py', '--out', str(out), '--runs', '1',
-        '--check-shapes', '1x3x150x177', '2x3x141x166', '1x3x190x135'])
+        '--check-shapes', '1x3x150x177', '2x3x141x166', '1x3x190x135',
+        '--cfg-options', 'model.decode_head.num_classes=4'])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert 'onnxruntime matches PyTorch' in printed and '2x3x141x166' in printed
     import onnxruntime as ort
     session = ort.InferenceSession(str(out), providers=['CPUExecutionProvider'])
     logits = session.run(None, {'image': torch.randn(2, 3, 171, 139).numpy()})[0]
-    assert logits.shape == (2, 5, 171, 139)  # 5 toy classes, at the input size
+    assert logits.shape == (2, 4, 171, 139)  # 4 classes (--cfg-options), at the input size
 
 
 def test_tool_rejects_a_batch_one_export_shape(load_tool):

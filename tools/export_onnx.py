@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Optional, Sequence, Tuple
 
+from mmengine.config import DictAction
+
 from inline_dense.deploy import onnx_export
 from inline_dense.models.inline_attention import IMPLS
 
@@ -51,6 +53,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--runs', type=int, default=3, help='timed runs per size (median reported)')
     p.add_argument('--threads', type=int, default=0, help='torch and onnxruntime threads (0: their default)')
     p.add_argument('--opset', type=int, default=None, help="ONNX opset (default: the exporter's)")
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
+                   help='override config settings, key=value (as in tools/train.py)')
     args = p.parse_args(argv)
     if not os.path.isfile(args.config):
         p.error(f'config {args.config!r} not found')
@@ -69,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from inline_dense.deploy import deployable
     if args.threads:
         torch.set_num_threads(args.threads)
-    module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl)
+    module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
     what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -89,12 +89,14 @@ class ConfigModel(nn.Module):
     carrying the image sizes are made up for the batch, so no dataset is needed.
     """
 
-    def __init__(self, config_path: str) -> None:
+    def __init__(self, config_path: str, cfg_options: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
         from mmengine.config import Config
         from mmengine.registry import init_default_scope
         from mmengine.utils import import_modules_from_strings
         cfg = Config.fromfile(config_path)
+        if cfg_options:  # ``--cfg-options key=value`` of the tools
+            cfg.merge_from_dict(cfg_options)
         if cfg.get('custom_imports'):
             import_modules_from_strings(**cfg.custom_imports)
         scope = cfg.get('default_scope', 'mmdet')

@@ -1,5 +1,5 @@
 """The module to export for a config: a segmentor's logits or a detector's features."""
-from typing import List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from torch import nn
 
@@ -20,16 +20,16 @@ def load_full_checkpoint(model: nn.Module, checkpoint: str) -> None:
     model.load_state_dict(state, strict=True)
 
 
-def deployable(config: str, checkpoint: Optional[str] = None,
-               attn_impl: Optional[str] = None) -> Tuple[nn.Module, str, List[str]]:
+def deployable(config: str, checkpoint: Optional[str] = None, attn_impl: Optional[str] = None,
+               cfg_options: Optional[Dict[str, Any]] = None) -> Tuple[nn.Module, str, List[str]]:
     """(module in eval mode, task, output names) for an mmseg / mmdet config.
 
     mmseg configs give :class:`SegmentorLogits` (output ``logits``), mmdet configs
     :class:`DetectorFeatures` (outputs ``feat0`` ... one per pyramid level). Without a checkpoint
     the weights are the config's random initialisation. ``attn_impl`` overrides the InLine
-    layers' evaluation.
+    layers' evaluation; ``cfg_options`` (``--cfg-options``) are merged into the config first.
     """
-    built = ConfigModel(config)
+    built = ConfigModel(config, cfg_options)
     model = built.model
     if checkpoint:
         load_full_checkpoint(model, checkpoint)
