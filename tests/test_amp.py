@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import import_tool
 from inline_dense.analysis.gpu_check.attention_step import trained_scale_layer
 from inline_dense.models import InLineAttention
 
@@ -172,31 +173,29 @@ TOY_CONFIGS = ['retinanet_inline-pvt-mini_fpn_toy-coco.py', 'upernet_inline-swin
                'fpn_inline-pvt-mini_toy-ade.py', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py']
 
 
-def train_amp(name: str, toy_dir, work):
-    """``tools/train.py --amp`` for two iterations of a toy config, as a user runs it."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
+def train_amp(name: str, work) -> None:
+    """``tools/train.py --amp`` for two iterations of a toy config, in this process (the tool as
+    a separate process: test_resume_kill.py::test_toy_config_killed_and_resumed_with_train_tool)."""
     opts = ['train_cfg.max_iters=2', 'train_cfg.val_interval=1000', 'train_dataloader.batch_size=2',
             'default_hooks.checkpoint.interval=2', 'default_hooks.logger.interval=1', 'randomness.seed=0']
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
-    return subprocess.run([sys.executable, str(root / 'tools' / 'train.py'), str(root / 'configs' / 'toy' / name),
-                           '--amp', '--work-dir', str(work), '--cfg-options', *opts], cwd=toy_dir,
-                          env=dict(os.environ, OMP_NUM_THREADS='1'), capture_output=True, text=True, timeout=600)
+    root = Path(__file__).resolve().parents[1]
+    # a visualizer of its own: mmengine keeps one per name in the process, writing where it was made
+    opts.append(f'visualizer.name=vis_amp_{work.parent.name}')
+    import_tool('train').main([str(root / 'configs' / 'toy' / name), '--amp', '--work-dir', str(work),
+                               '--cfg-options', *opts])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('name', TOY_CONFIGS)
-def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path):
+def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path, monkeypatch, one_thread):
     """Two iterations of ``tools/train.py --amp`` (bfloat16 autocast on CPU): finite losses
     and weights, and the run really used the AMP optimizer wrapper."""
     import json
+    monkeypatch.chdir(toy_dir)
     work = tmp_path / 'work'
-    proc = train_amp(name, toy_dir, work)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    train_amp(name, work)
     dumped = (work / name).read_text()
     assert 'AmpOptimWrapper' in dumped and 'bfloat16' in dumped
     losses = [json.loads(line)['loss'] for path in work.glob('*/vis_data/scalars.json')

@@ -115,17 +115,6 @@ def test_test_tool_draws_predictions(name, pictures, toy_dir, tmp_path, monkeypa
 
 
 @pytest.mark.slow
-def test_amp_on_cpu_trains_in_bfloat16(toy_dir, tmp_path, monkeypatch):
-    monkeypatch.chdir(toy_dir)
-    train = import_tool('train')
-    train.main([str(TOY / 'fpn_inline-pvt-mini_toy-ade.py'), '--work-dir', str(tmp_path), '--amp',
-                '--cfg-options', *quick_options(1)])
-    ckpt = load_ckpt(tmp_path / 'iter_1.pth')
-    assert ckpt['meta']['iter'] == 1
-    assert all(torch.isfinite(v).all() for v in ckpt['state_dict'].values() if v.is_floating_point())
-
-
-@pytest.mark.slow
 def test_demo_toy(toy_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(toy_dir)
     demo = import_tool('demo_toy')
