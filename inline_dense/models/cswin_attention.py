@@ -18,7 +18,7 @@ from torch import nn
 
 from ..typing import HW
 from .inline_attention import check_heads, merge_heads, traced
-from .layers import window_partition, window_reverse
+from .layers import padding_to_multiple, window_partition, window_reverse
 from .window_attention import NEG_INF
 
 # a branch's window (rows, cols); None spans that whole side of the grid
@@ -94,8 +94,8 @@ class CSwinStripeAttention(nn.Module):
         rows, cols = stripe
         # a side the window spans is never padded, nor divided by itself: traced with symbolic
         # sizes, (-h) % h and (h + pad) // h are costly symbolic algebra that ends in 0 and 1
-        pad_h = 0 if rows is None else rows * ((h + rows - 1) // rows) - h
-        pad_w = 0 if cols is None else cols * ((w + cols - 1) // cols) - w
+        pad_h = 0 if rows is None else padding_to_multiple(h, rows)
+        pad_w = 0 if cols is None else padding_to_multiple(w, cols)
         win = (h if rows is None else rows, w if cols is None else cols)
         wh, ww = win
         padded = stripe != (None, None) and (traced() or pad_h or pad_w)  # traced: no branch on the size

@@ -10,7 +10,7 @@ from torch import nn
 from ..typing import HW, StateDict
 from .backbone_base import InitCfg, InLineBackboneBase
 from .inline_attention import traced
-from .layers import TransformerBlock, pad_to_multiple
+from .layers import TransformerBlock, pad_to_multiple, padding_to_multiple
 from .window_attention import ShiftWindowMSA
 
 
@@ -29,8 +29,8 @@ class PatchMerging(nn.Module):
         b, _, c = x.shape
         h, w = hw_shape
         grid = x.view(b, h, w, c)
-        if traced() or h % 2 or w % 2:  # 2 * ceil(h / 2) - h: short symbolic sizes; traced, no branch
-            grid = F.pad(grid, (0, 0, 0, 2 * ((w + 1) // 2) - w, 0, 2 * ((h + 1) // 2) - h))
+        if traced() or h % 2 or w % 2:  # traced: no branch on the size
+            grid = F.pad(grid, (0, 0, 0, padding_to_multiple(w, 2), 0, padding_to_multiple(h, 2)))
         # neighbour order (row, col): (0,0), (1,0), (0,1), (1,1), as the authors' checkpoints expect
         grid = torch.cat([grid[:, 0::2, 0::2], grid[:, 1::2, 0::2], grid[:, 0::2, 1::2], grid[:, 1::2, 1::2]], -1)
         out_hw = (grid.shape[1], grid.shape[2])

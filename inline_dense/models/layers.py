@@ -77,13 +77,19 @@ class TransformerBlock(nn.Module):
         return self._forward(x, hw_shape, valid_mask)
 
 
+def padding_to_multiple(size: int, multiple: int) -> int:
+    """What ``size`` needs to become a multiple of ``multiple``: multiple * ceil(size / multiple) - size.
+
+    Not (-size) % multiple: the same number, but a traced graph's symbolic sizes stay short
+    expressions that the later layers' shapes simplify (and no negative number is floor-divided:
+    ONNX's integer Div truncates towards zero)."""
+    return multiple * ((size + multiple - 1) // multiple) - size
+
+
 def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     """Zero-pads the last two dims of an (..., H, W) tensor on the bottom/right to multiples."""
     h, w = x.shape[-2:]
-    # multiple * ceil(h / multiple) - h rather than (-h) % multiple: the same number, but a traced
-    # graph's symbolic sizes stay short expressions that the later layers' shapes simplify (and no
-    # negative number is floor-divided: ONNX's integer Div truncates towards zero)
-    ph, pw = multiple * ((h + multiple - 1) // multiple) - h, multiple * ((w + multiple - 1) // multiple) - w
+    ph, pw = padding_to_multiple(h, multiple), padding_to_multiple(w, multiple)
     return F.pad(x, (0, pw, 0, ph)) if traced() or ph or pw else x  # traced: no branch on the size
 
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from ..typing import HW
 from .inline_attention import check_heads, merge_heads, traced
-from .layers import window_partition, window_reverse
+from .layers import padding_to_multiple, window_partition, window_reverse
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
@@ -122,7 +122,7 @@ class ShiftWindowMSA(nn.Module):
             return self.w_msa(x, (h, w), mask)
 
         grid = x.view(b, h, w, c)
-        pad_h, pad_w = win * ((h + win - 1) // win) - h, win * ((w + win - 1) // win) - w  # short when traced
+        pad_h, pad_w = padding_to_multiple(h, win), padding_to_multiple(w, win)
         grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
