@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
 import torch
 from torch import nn
 
+from ..engine.launch import load_config
 from ..models import InLineCSwin, InLinePVT, InLineSwin
 from ..models.backbone_base import InLineBackboneBase
 
@@ -91,12 +92,9 @@ class ConfigModel(nn.Module):
 
     def __init__(self, config_path: str, cfg_options: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
-        from mmengine.config import Config
         from mmengine.registry import init_default_scope
         from mmengine.utils import import_modules_from_strings
-        cfg = Config.fromfile(config_path)
-        if cfg_options:  # ``--cfg-options key=value`` of the tools
-            cfg.merge_from_dict(cfg_options)
+        cfg = load_config(config_path, cfg_options)  # with the tools' ``--cfg-options key=value``
         if cfg.get('custom_imports'):
             import_modules_from_strings(**cfg.custom_imports)
         scope = cfg.get('default_scope', 'mmdet')
