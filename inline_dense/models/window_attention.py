@@ -6,7 +6,6 @@ cyclic shift on odd blocks, zero padding to whole windows (padded keys are
 masked out), and crop back. A grid that fits inside one window is attended as
 a single window of its own size, without shift, as the authors' Swin does.
 """
-from functools import lru_cache
 from typing import Optional
 
 import torch
@@ -20,7 +19,6 @@ from .layers import padding_to_multiple, window_partition, window_reverse
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
 
 
-@lru_cache(maxsize=64)
 def relative_position_index(win_h: int, win_w: int, table_size: int) -> torch.Tensor:
     """(win_h*win_w, win_h*win_w) indices into a ((2*table_size-1)**2)-row bias table.
 
@@ -47,6 +45,10 @@ class WindowMSA(nn.Module):
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
         nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        # the full window's index, made once (a traced graph reads it instead of rebuilding it);
+        # not saved: the authors' checkpoints hold theirs, which the conversion drops
+        self.register_buffer('relative_position_index',
+                             relative_position_index(window_size, window_size, window_size), persistent=False)
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.attn_drop = attn_drop
         self.proj = nn.Linear(embed_dims, embed_dims)
@@ -54,9 +56,10 @@ class WindowMSA(nn.Module):
 
     def position_bias(self, window_hw: HW) -> torch.Tensor:
         """(heads, n, n) bias for a window of ``window_hw``."""
-        # traced, not through the cache: a tensor made while tracing is a fake one, useless afterwards
-        make = relative_position_index.__wrapped__ if traced() else relative_position_index
-        index = make(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
+        if window_hw == (self.window_size, self.window_size):
+            index = self.relative_position_index
+        else:  # a grid within one window, attended as a window of its own size
+            index = relative_position_index(*window_hw, self.window_size).to(self.relative_position_bias_table.device)
         n = window_hw[0] * window_hw[1]
         return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
@@ -75,17 +78,20 @@ class WindowMSA(nn.Module):
 
 
 def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device) -> torch.Tensor:
-    """(nW, n, n) additive mask keeping a shifted window's wrapped regions apart."""
+    """(nW, n, n) additive mask keeping a shifted window's wrapped regions apart.
+
+    Along each axis the grid has three regions (before the last window, the last window's first
+    ``win - shift`` rows or columns, its last ``shift``): a token's region is 3 * row + column."""
     h, w = hw
-    img = torch.zeros(1, h, w, 1, device=device)
-    label = 0
-    for hs in (slice(0, h - win), slice(h - win, h - shift), slice(h - shift, h)):
-        for ws in (slice(0, w - win), slice(w - win, w - shift), slice(w - shift, w)):
-            img[:, hs, ws, :] = label
-            label += 1
-    ids = window_partition(img, win).squeeze(-1)  # (nW, n)
-    diff = ids.unsqueeze(1) - ids.unsqueeze(2)
-    return torch.zeros_like(diff).masked_fill(diff != 0, NEG_INF)
+
+    def regions(size: int) -> torch.Tensor:
+        i = torch.arange(size, device=device)
+        return (i >= size - win).long() + (i >= size - shift).long()  # 0, 1 or 2
+
+    ids = (regions(h).view(1, h, 1, 1) * 3 + regions(w).view(1, 1, w, 1))
+    ids = window_partition(ids, win).squeeze(-1)  # (nW, n)
+    different = ids.unsqueeze(1) != ids.unsqueeze(2)
+    return different.float() * NEG_INF
 
 
 class ShiftWindowMSA(nn.Module):
