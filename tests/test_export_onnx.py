@@ -42,13 +42,12 @@ class Outputs(nn.Module):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('kind', ['pvt', 'cswin'])  # InLine-Swin: through the segmenter, below
 def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_thread):
     """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
     matches PyTorch at three sizes other than the export one, batch 1 and 2."""
     torch.manual_seed(0)
-    # InLine-Swin with one block in each InLine-only stage: still every kind of block (InLine,
-    # plain and shifted windows, the mixed stage) in 6 blocks instead of 8, a quarter less to export
-    module = Outputs(tiny_backbone(kind, **(dict(depths=(1, 1, 2, 2)) if kind == 'swin' else {}))).eval()
+    module = Outputs(tiny_backbone(kind)).eval()
     path = str(tmp_path / f'{kind}.onnx')
     ranges = export_onnx(module, path, [f'out{i}' for i in range(4)])
     assert ranges['height'][1] is None and ranges['width'][1] is None  # no upper bound
@@ -73,19 +72,32 @@ def test_check_fails_loudly_on_a_mismatch(tmp_path, one_thread):
         check_onnx(path, module, [(3, 3, 30, 8)], runs=1)
 
 
+# The toy UperNet's InLine-Swin made to hold every kind of block: InLine (stages 1-2), the mixed
+# stage 3 (an InLine block, then a shifted softmax one), plain windows (stage 4); its stage grids
+# at the sizes checked (stage 4: 5x6 to 6x5) are above the 4x4 window, so windows are padded.
+EVERY_SWIN_BLOCK = ['model.backbone.attn_type=IIMS1', 'model.backbone.depths=[1,1,2,1]']
+
+
 @pytest.mark.slow
 def test_tool_exports_a_segmenter(load_tool, tmp_path, capsys, one_thread):
-    """tools/export_onnx.py on the toy UperNet: image -> logits at the input size, checked;
-    --cfg-options reach the exported model (4 classes instead of the config's 5)."""
+    """tools/export_onnx.py on the toy UperNet: image -> logits at the input size, checked at three
+    sizes (batch 1 and 2) within 1e-4; --cfg-options reach the exported model (4 classes instead of
+    the config's 5, and an InLine-Swin with every kind of block: this is InLine-Swin's export test)."""
     out = tmp_path / 'upernet.onnx'
     code = load_tool('export_onnx').main([
         'configs/toy/upernet_inline-swin-mini_toy-ade.py', '--out', str(out), '--runs', '1',
         '--check-shapes', '1x3x150x177', '2x3x141x166', '1x3x190x135',
-        '--cfg-options', 'model.decode_head.num_classes=4'])
+        '--cfg-options', 'model.decode_head.num_classes=4', *EVERY_SWIN_BLOCK])
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert 'onnxruntime matches PyTorch' in printed and '2x3x141x166' in printed
+    import onnx
     import onnxruntime as ort
+    scopes = ' '.join(p.value for n in onnx.load(str(out)).graph.node for p in n.metadata_props)
+    for block, cls in [('stages.2.blocks.0', 'inline_attention.InLineAttention'),  # the mixed stage
+                       ('stages.2.blocks.1', 'window_attention.ShiftWindowMSA'),
+                       ('stages.3.blocks.0', 'window_attention.ShiftWindowMSA')]:
+        assert f'segmentor.backbone.{block}.attn: inline_dense.models.{cls}' in scopes, block
     session = ort.InferenceSession(str(out), providers=['CPUExecutionProvider'])
     logits = session.run(None, {'image': torch.randn(2, 3, 171, 139).numpy()})[0]
     assert logits.shape == (2, 4, 171, 139)  # 4 classes (--cfg-options), at the input size
