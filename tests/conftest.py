@@ -57,6 +57,11 @@ TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                   split_size=(1, 2, 3, 3), attn_type='ISIS')),
 }
 TINY_KINDS = tuple(TINY)
+# The fewest blocks that still hold every kind of block of a family, for the tests whose cost grows
+# with the block count (graph capture): InLine-Swin keeps the mixed stage (an InLine block, then a
+# shifted softmax one) and one plain softmax block; InLine-CSwin's blocks in a stage are all alike.
+EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {'swin': dict(depths=(1, 1, 2, 1)), 'pvt': {},
+                                              'cswin': dict(depths=(1, 1, 1, 1))}
 
 
 def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Module:

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
 
+from conftest import EVERY_KIND_ONCE
 from inline_dense.models.inline_attention import InLineAttention, depthwise3x3
 from inline_dense.models.layers import TransformerBlock
 
@@ -68,10 +69,12 @@ def test_no_graph_break_inside_an_inline_block():
 
 
 def tiny_for_compile(tiny_backbone, kind):
-    # Swin with window 2: its last grids stay above one window (a grid within one window is attended
-    # as a window of its own size, a branch on the size); sizes above ~16 x 16 / batch pixels keep
-    # torch's own convolution choice (a guard on batch x rows) the same.
-    return tiny_backbone(kind, drop_path_rate=0.0, **(dict(window_size=2) if kind == 'swin' else {})).train()
+    # Every kind of block once (capture time grows with the blocks). Swin with window 2: its last
+    # grids stay above one window (a grid within one window is attended as a window of its own
+    # size, a branch on the size); sizes above ~16 x 16 / batch pixels keep torch's own convolution
+    # choice (a guard on batch x rows) the same.
+    return tiny_backbone(kind, drop_path_rate=0.0, **EVERY_KIND_ONCE[kind],
+                         **(dict(window_size=2) if kind == 'swin' else {})).train()
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import EVERY_KIND_ONCE
 from inline_dense.deploy import (EXPORT_SHAPE, AdaptiveAvgPool2dByMatmul, OnnxMismatchError, check_onnx, export_onnx,
                                  replace_adaptive_pooling)
 
@@ -47,7 +48,7 @@ def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_
     """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
     matches PyTorch at three sizes other than the export one, batch 1 and 2."""
     torch.manual_seed(0)
-    module = Outputs(tiny_backbone(kind)).eval()
+    module = Outputs(tiny_backbone(kind, **EVERY_KIND_ONCE[kind])).eval()
     path = str(tmp_path / f'{kind}.onnx')
     ranges = export_onnx(module, path, [f'out{i}' for i in range(4)])
     assert ranges['height'][1] is None and ranges['width'][1] is None  # no upper bound
