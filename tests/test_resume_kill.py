@@ -11,6 +11,7 @@ Tolerance: the final weights and the final validation loss of a killed-and-resum
 must equal those of the uninterrupted run bit for bit on CPU (max |diff| == 0).
 """
 import argparse
+import functools
 import glob
 import json
 import multiprocessing
@@ -19,7 +20,6 @@ import os.path as osp
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 
@@ -144,20 +144,35 @@ def main(argv=None) -> None:
 
 
 # ------------------------------------------------------------------ the tests
-def _script(argv, log_path) -> None:
-    """The training script in a forked child, its output into ``log_path``."""
+def _in_child(run, log_path, cwd=None, env=None) -> None:
+    """``run()`` in a forked child, its output into ``log_path``, in ``cwd`` (also first on the
+    import path) with ``env`` added to the environment."""
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    if cwd:
+        os.chdir(cwd)
+        sys.path.insert(0, str(cwd))
+    os.environ.update(env or {})
+    run()
+
+
+def _script(argv) -> None:
     main(argv)
 
 
+def _train_tool(argv) -> None:
+    from conftest import import_tool
+    import_tool('train').main(argv)
+
+
+# conftest: its once-per-process caches (metafiles, config formatting) serve every forked run too
 _PRELOAD = ['torch', 'mmengine.runner', 'mmengine.evaluator', 'mmengine.model', 'inline_dense.engine',
-            'inline_dense.models', __name__]
+            'inline_dense.models', 'conftest', __name__]
 
 
-def train(work_dir, *flags, expect_kill=False) -> str:
-    """One run of the training script in a new process; returns what it printed.
+def forked(run, expect_kill=False, cwd=None, env=None) -> str:
+    """``run()`` in a new process; returns what it printed.
 
     The process is forked from a server that has imported torch, mmengine and inline_dense once
     (``forkserver`` with a preload): every run is still a process of its own, killed for real,
@@ -166,7 +181,7 @@ def train(work_dir, *flags, expect_kill=False) -> str:
     context.set_forkserver_preload(_PRELOAD)
     fd, log_path = tempfile.mkstemp(suffix='.log')
     os.close(fd)
-    proc = context.Process(target=_script, args=([str(work_dir), *flags], log_path))
+    proc = context.Process(target=_in_child, args=(run, log_path, cwd, env))
     proc.start()
     proc.join(timeout=300)
     if proc.is_alive():
@@ -177,6 +192,11 @@ def train(work_dir, *flags, expect_kill=False) -> str:
     os.remove(log_path)
     assert proc.exitcode == (-signal.SIGKILL if expect_kill else 0), (proc.exitcode, printed[-3000:])
     return printed
+
+
+def train(work_dir, *flags, expect_kill=False) -> str:
+    """One run of the training script in a new process (:func:`forked`); returns what it printed."""
+    return forked(functools.partial(_script, [str(work_dir), *flags]), expect_kill)
 
 
 def final(work_dir):
@@ -346,13 +366,10 @@ TOY_ITERS = 6
 
 
 def toy_train(cwd, config, work_dir, *flags, kill_after=0):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), ROOT, os.environ.get('PYTHONPATH', '')]),
-               KILL_AFTER_ITER=str(kill_after), OMP_NUM_THREADS='1')
-    proc = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'train.py'), str(config),
-                           '--work-dir', str(work_dir), *flags], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
-    want = -signal.SIGKILL if kill_after else 0
-    assert proc.returncode == want, proc.stdout[-2000:] + proc.stderr[-3000:]
+    """tools/train.py's main in a new process (:func:`forked`) working in ``cwd``."""
+    argv = [str(config), '--work-dir', str(work_dir), *flags]
+    forked(functools.partial(_train_tool, argv), expect_kill=bool(kill_after), cwd=cwd,
+           env=dict(KILL_AFTER_ITER=str(kill_after)))
 
 
 def logged(work_dir, key):
@@ -369,9 +386,10 @@ def logged(work_dir, key):
 
 @pytest.mark.slow
 def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
-    """tools/train.py on the toy RetinaNet config as shipped (no fixed seed, a persistent data
-    worker, random flips), killed with SIGKILL after iteration 4, its work directory moved, and
-    resumed there with --resume: same weights, same losses, same mAP as an uninterrupted run."""
+    """tools/train.py (its main, each run a process of its own) on the toy RetinaNet config as
+    shipped (no fixed seed, a persistent data worker, random flips), killed with SIGKILL after
+    iteration 4, its work directory moved, and resumed there with --resume: same weights, same
+    losses, same mAP as an uninterrupted run."""
     pytest.importorskip('mmdet')
     from mmengine.config import Config
     from inline_dense.toy_data import make_toy_coco
