@@ -45,8 +45,9 @@ class Outputs(nn.Module):
 @pytest.mark.slow
 @pytest.mark.parametrize('kind', ['pvt', 'cswin'])  # InLine-Swin: through the segmenter, below
 def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_thread):
-    """Every family (InLine, softmax and mixed stages), the default attn_impl: onnxruntime
-    matches PyTorch at three sizes other than the export one, batch 1 and 2."""
+    """InLine-PVT and InLine-CSwin (InLine and softmax stages; InLine-Swin: the segmenter test),
+    the default attn_impl: onnxruntime matches PyTorch at three sizes other than the export one,
+    batch 1 and 2."""
     torch.manual_seed(0)
     module = Outputs(tiny_backbone(kind, **EVERY_KIND_ONCE[kind])).eval()
     path = str(tmp_path / f'{kind}.onnx')
