@@ -69,6 +69,12 @@ def traced() -> bool:
     return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
+def cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``: ``t`` itself when it already is (as ``Tensor.to``), without a cast node
+    in a traced graph (the float32 casts around the token sums are no-ops outside autocast)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def merge_heads(out: torch.Tensor) -> torch.Tensor:
     """Attention output per head (B, h, N, d) -> tokens (B, N, h*d).
 
@@ -92,10 +98,13 @@ def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     """
     b, h, w, c = grid.shape
     padded = F.pad(grid, (0, 0, 1, 1, 1, 1))
-    out = padded[:, :h, :w] * taps[:, :, 0].reshape(b, 1, 1, c)
+    # few graph nodes: one slice per row offset, one per tap; the taps laid out once as (9, B, 1, 1, C)
+    rows = [padded[:, r:r + h] for r in range(3)]
+    taps = taps.permute(2, 0, 1).reshape(9, b, 1, 1, c)
+    out = rows[0][:, :, :w] * taps[0]
     for t in range(1, 9):
         row, col = divmod(t, 3)
-        out = out + padded[:, row:row + h, col:col + w] * taps[:, :, t].reshape(b, 1, 1, c)
+        out = out + rows[row][:, :, col:col + w] * taps[t]
     return out
 
 
@@ -232,7 +241,7 @@ class InLineAttention(nn.Module):
             v = v * keep.to(v.dtype)
         # Token reductions in float32 even under autocast (see global_attention).
         with torch.autocast(device_type=x.device.type, enabled=False):
-            xf = x.float()
+            xf = cast(x, torch.float32)
             if keep is None:
                 count = token_count(xf)
                 xs = xf
@@ -241,26 +250,26 @@ class InLineAttention(nn.Module):
                 count = keep.sum(1).clamp_min(1)  # (B, 1)
                 xs = xf * keep
             mean_x = xs.sum(1) / count  # (B, C)
-            mean_v = F.linear(mean_x, wv.float(), None if bv is None else bv.float())
-            ctx = self.folded_context(xf, v.float(), keep, count, mean_x, mean_v)
+            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+            ctx = self.folded_context(xf, cast(v, torch.float32), keep, count, mean_x, mean_v)
             ctx = ctx * self.scale  # (B, h, d, d)
             # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
-            fold = (wq.float().t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
+            fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
             fold = fold.transpose(1, 2).reshape(b, c, c)
             bias = mean_v
             if bq is not None:
-                bias = bias + (bq.float().view(1, heads, 1, d) @ ctx).reshape(b, c)
+                bias = bias + (cast(bq, torch.float32).view(1, heads, 1, d) @ ctx).reshape(b, c)
         if residual_input is None:
-            mean_r = mean_x.to(x.dtype)
+            mean_r = cast(mean_x, x.dtype)
         else:
             mean_r = masked_token_mean(residual_input, valid_mask)
         taps = self.residual(mean_r.unsqueeze(-1))  # (B, 9C, 1)
         if self.get_v is not None:
-            taps = taps + self.get_v.weight.reshape(1, 9 * c, 1).to(taps.dtype)
-            bias = bias + self.get_v.bias.float()
+            taps = taps + cast(self.get_v.weight.reshape(1, 9 * c, 1), taps.dtype)
+            bias = bias + cast(self.get_v.bias, torch.float32)
         if traced():  # one graph for any batch: no per-sample loop, no batch-sized group count
-            out = torch.baddbmm(bias.unsqueeze(1).to(v.dtype), x.to(v.dtype), fold.to(v.dtype))
-            out = out + depthwise3x3(v.reshape(b, *hw_shape, c), taps.view(b, c, 9).to(v.dtype)).reshape(b, n, c)
+            out = torch.baddbmm(cast(bias.unsqueeze(1), v.dtype), cast(x, v.dtype), cast(fold, v.dtype))
+            out = out + depthwise3x3(v.reshape(b, *hw_shape, c), cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
             return self.attn_drop(out)
         outs = []
         for i in range(b):
@@ -281,13 +290,13 @@ class InLineAttention(nn.Module):
         c = self.embed_dims
 
         def from_gram() -> torch.Tensor:
-            _, wk, wv = self.qkv.weight.float().split(c)
+            _, wk, wv = cast(self.qkv.weight, torch.float32).split(c)
             xs = xf if keep is None else xf * keep
             return self.context_from_gram(xs, xf, count, mean_x, wk, wv)
 
         def from_keys() -> torch.Tensor:
-            _, wk, _ = self.qkv.weight.float().split(c)
-            bk = None if self.qkv.bias is None else self.qkv.bias.float()[c:2 * c]
+            _, wk, _ = cast(self.qkv.weight, torch.float32).split(c)
+            bk = None if self.qkv.bias is None else cast(self.qkv.bias, torch.float32)[c:2 * c]
             k = F.linear(xf, wk, bk)
             if keep is not None:
                 k = k * keep
@@ -354,12 +363,12 @@ class InLineAttention(nn.Module):
         # Sums over all tokens run in float32 even under autocast: at detection
         # resolution they add up hundreds of thousands of terms and overflow fp16.
         with torch.autocast(device_type=q.device.type, enabled=False):
-            kf, vf = k.float(), v.float()
+            kf, vf = cast(k, torch.float32), cast(v, torch.float32)
             mean_k = kf.sum(2, keepdim=True) / count  # (B, h, 1, d)
             mean_v = vf.sum(2, keepdim=True) / count
             ctx = kf.transpose(-2, -1) @ vf / count - mean_k.transpose(-2, -1) @ mean_v  # (B, h, d, d)
             ctx = ctx * self.scale
-        out = (q @ ctx.to(q.dtype)) + mean_v.to(q.dtype)
+        out = (q @ cast(ctx, q.dtype)) + cast(mean_v, q.dtype)
         return merge_heads(out)
 
     @staticmethod
@@ -367,7 +376,7 @@ class InLineAttention(nn.Module):
         """3x3 depthwise filter with per-sample taps over v: (B, N, C), (B, 9C, 1) -> (B, N, C)."""
         b, n, c = v.shape
         if traced():
-            return depthwise3x3(v.reshape(b, *hw_shape, c), taps.view(b, c, 9).to(v.dtype)).reshape(b, n, c)
+            return depthwise3x3(v.reshape(b, *hw_shape, c), cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
         vmap = v.transpose(1, 2).reshape(1, b * c, *hw_shape)
         weight = taps.reshape(b * c, 1, 3, 3).to(v.dtype)
         out = F.conv2d(vmap, weight, padding=1, groups=b * c)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads, merge_heads, traced
+from .inline_attention import cast, check_heads, merge_heads, traced
 from .layers import padding_to_multiple, window_partition, window_reverse
 
 NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
@@ -71,8 +71,8 @@ class WindowMSA(nn.Module):
         if mask is not None:  # (nW, n, n) shared by the batch, or (B*nW, n, n)
             if mask.shape[0] != bw:
                 mask = mask.repeat(bw // mask.shape[0], 1, 1)
-            bias = bias + mask.unsqueeze(1).to(bias.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
+            bias = bias + cast(mask.unsqueeze(1), bias.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=cast(bias, q.dtype),
                                              dropout_p=self.attn_drop if self.training else 0.0)
         return self.proj_drop(self.proj(merge_heads(out)))
 
