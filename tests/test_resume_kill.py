@@ -157,10 +157,6 @@ def _in_child(run, log_path, cwd=None, env=None) -> None:
     run()
 
 
-def _script(argv) -> None:
-    main(argv)
-
-
 def _train_tool(argv) -> None:
     from conftest import import_tool
     import_tool('train').main(argv)
@@ -196,7 +192,7 @@ def forked(run, expect_kill=False, cwd=None, env=None) -> str:
 
 def train(work_dir, *flags, expect_kill=False) -> str:
     """One run of the training script in a new process (:func:`forked`); returns what it printed."""
-    return forked(functools.partial(_script, [str(work_dir), *flags]), expect_kill)
+    return forked(functools.partial(main, [str(work_dir), *flags]), expect_kill)
 
 
 def final(work_dir):
