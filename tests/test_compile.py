@@ -37,11 +37,13 @@ def test_depthwise3x3_is_the_per_sample_grouped_convolution():
 
 
 @pytest.mark.parametrize('impl', ['auto', 'reference'])
-@pytest.mark.parametrize('lepe', [False, True])
-def test_inline_attention_compiles_once_across_the_auto_threshold(impl, lepe):
-    """Sizes on both sides of use_gram's token count, batch 2 and 3: one graph, eager's result."""
+def test_inline_attention_compiles_once_across_the_auto_threshold(impl):
+    """Sizes on both sides of use_gram's token count, batch 2 and 3: one graph, eager's result.
+
+    With LePE (InLine-CSwin's layer): its graph holds every operation of the layer without LePE
+    (InLine-Swin's and InLine-PVT's), which those backbones' compile tests check at three sizes."""
     torch.manual_seed(0)
-    attn = InLineAttention(32, 2, impl=impl, lepe=lepe).eval()
+    attn = InLineAttention(32, 2, impl=impl, lepe=True).eval()
     with torch.no_grad():
         for p in attn.parameters():
             p.normal_(0, 0.2)
@@ -105,6 +107,7 @@ def gradients(model: torch.nn.Module, outs) -> torch.Tensor:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('kind', ['swin', 'cswin'])  # InLine-PVT: the next test, from the same first input
 def test_backbones_compiled_gradients_match_eager(kind, tiny_backbone):
     """Forward and backward of the whole backbone through aot_eager: eager's outputs and gradients.
 
@@ -130,7 +133,8 @@ def test_backbones_compiled_gradients_match_eager(kind, tiny_backbone):
 @pytest.mark.slow
 def test_training_compiles_once_with_dynamic_shapes(tiny_backbone):
     """Forward and backward through aot_eager with dynamic shapes: one graph for two sizes and
-    batches, eager's gradients at the second. InLine-PVT: the cheapest family to capture.
+    batches, eager's gradients at the second. InLine-PVT: the cheapest family to capture; this
+    is also its gradient test (the graph is traced from the static test's input, 2x3x150x171).
 
     specialize_float: with autograd, dynamo (torch 2.14) first makes float module attributes
     (LayerNorm eps, dropout rates) symbolic, then restarts the capture once to specialise them;
