@@ -349,16 +349,16 @@ def test_checkpoint_override_from_command_line_loads_it(path: Path, tmp_path: Pa
     cfg = shrink(load(path), info['kind'], keep_init=True)
     cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', f'model.backbone.init_cfg.checkpoint={ckpt}']))
     assert cfg.model.backbone.init_cfg == dict(type='Pretrained', checkpoint=str(ckpt))
-    model = build(cfg)
-    model.init_weights()
-    loaded = model.backbone.state_dict()
+    backbone = build(cfg, part='backbone')  # the whole model's way to its backbone's file: checked above
+    backbone.init_weights()
+    loaded = backbone.state_dict()
     assert loaded.keys() == weights.keys()
     assert all(torch.equal(loaded[k], weights[k]) for k in weights)
 
     missing = tmp_path / 'nowhere' / 'inline.pth'
     cfg.merge_from_dict(_parse_cfg_options(['--cfg-options', f'model.backbone.init_cfg.checkpoint={missing}']))
     with pytest.raises(FileNotFoundError, match=re.escape(str(missing))):
-        build(cfg, part='backbone').init_weights()  # the whole model's way there: checked above
+        build(cfg, part='backbone').init_weights()
 
 
 def test_training_from_scratch_from_command_line():
