@@ -109,7 +109,8 @@ def server():
     files = {f'{v}.pth': Path(authors_checkpoint(v)).read_bytes() for v in VARIANTS}
     files.update({v: Path(authors_checkpoint(v)).read_bytes() for v in VARIANTS})  # /f/<id>/ links
     srv = FixtureServer(files)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    # shutdown() waits for the serving loop's next poll: at the default 0.5 s, half a second per test
+    thread = threading.Thread(target=srv.serve_forever, kwargs=dict(poll_interval=0.01), daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
