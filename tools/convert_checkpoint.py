@@ -11,13 +11,14 @@ at every start and drops the classification head from the file).
 import argparse
 import os
 import sys
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from inline_dense.models.convert import convert_file  # noqa: E402
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...}): a path, "
                                     "inline://<variant> or an http(s) URL")
@@ -30,7 +31,7 @@ def main() -> None:
                         help='unpickle the source fully (runs code the file names), for a file from a '
                              'source you trust that is refused otherwise; not needed for training '
                              'configs or optimizer state, which load as plain data')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     name, kept, dropped = convert_file(args.src, args.dst, args.backbone, args.trusted, args.weights)
     print(f'{name}: wrote {kept} tensors to {args.dst} (dropped {dropped}: classification head, '
           f'derived buffers)')
