@@ -15,6 +15,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from inline_dense.checkpoint import CheckpointError  # noqa: E402
 from inline_dense.models.convert import convert_file  # noqa: E402
 
 
@@ -38,4 +39,7 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except (CheckpointError, FileNotFoundError) as exc:  # one line, no traceback
+        sys.exit(f'error: {exc}')

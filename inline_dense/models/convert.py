@@ -4,9 +4,8 @@ It sits with the models, above the checkpoint reading it uses: each backbone cla
 authors' key layout (``convert_pretrained``)."""
 from typing import Tuple
 
-import torch
-
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
+from ..checkpoint.saving import check_output_path, save_atomically
 from ..typing import StateDict
 from .inline_cswin import InLineCSwin
 from .inline_pvt import InLinePVT
@@ -27,6 +26,21 @@ def detect_backbone(state: StateDict) -> str:
                           f'(first keys: {keys[:5]}); pass --backbone explicitly.')
 
 
+def check_family(state: StateDict, backbone: str, source: str) -> str:
+    """``backbone`` when the keys of ``state`` are that family's (or tell no family); otherwise raises
+    :class:`CheckpointError` naming both families: converting with another family's layout would
+    leave the keys unconverted and drop weights."""
+    try:
+        found = detect_backbone(state)
+    except CheckpointError:
+        return backbone
+    if found != backbone:
+        raise CheckpointError(f'{source} holds {found} weights (by its keys, e.g. {next(iter(state))!r}), not '
+                              f'{backbone}: converting it as {backbone} would leave its keys unconverted. Pass '
+                              f'--backbone {found} (or --backbone auto), or the {backbone} checkpoint you meant.')
+    return backbone
+
+
 def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = False,
                  weights: str = 'auto') -> Tuple[str, int, int]:
     """Reads ``src`` (authors' layout; a path, ``inline://<variant>`` or an http(s) URL), writes
@@ -38,13 +52,14 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     Returns (backbone, tensors, dropped keys).
     """
     path = resolve(src)
+    check_output_path(dst, path)
     chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
     state = state_dict_of(chosen, repr(src), 'model')
-    name = detect_backbone(state) if backbone == 'auto' else backbone
     classes = {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}
-    if name not in classes:
-        raise ValueError(f'unknown backbone {name!r}; use one of {sorted(classes)} or auto.')
+    if backbone != 'auto' and backbone not in classes:
+        raise ValueError(f'unknown backbone {backbone!r}; use one of {sorted(classes)} or auto.')
+    name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))
     converted, dropped = classes[name].convert_pretrained(state)
-    torch.save({'state_dict': converted, 'meta': {'converted_from': str(src), 'backbone': name,
-                                                  'dropped': dropped, 'weights': which}}, dst)
+    save_atomically({'state_dict': converted, 'meta': {'converted_from': str(src), 'backbone': name,
+                                                       'dropped': dropped, 'weights': which}}, dst)
     return name, len(converted), len(dropped)

@@ -1,0 +1,90 @@
+"""Writing a checkpoint file without ever destroying the file it replaces.
+
+``save_atomically`` serialises with ``torch.save`` into a temporary file next to the destination
+and renames it into place (``atomic.atomic_writer``): an existing file is replaced only by a
+complete new one. A full disk is reported as such: torch's zip writer turns the ``ENOSPC`` of the
+underlying write into ``RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos``,
+so the writes are watched and the disk's own error is raised instead.
+``check_output_path`` refuses, before anything is read or written, a destination that is a
+directory, lies in a missing directory, or is the source file itself (through any path or link).
+"""
+import errno
+import os
+from typing import IO, Any, Optional
+
+import torch
+
+from .atomic import PathLike, atomic_writer
+from .loading import CheckpointError
+
+# errno values meaning "the file system has no room for the data" (EDQUOT: a quota, where defined)
+NO_SPACE = tuple({errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)})
+
+
+class OutputPathError(CheckpointError):
+    """A checkpoint destination that cannot or must not be written."""
+
+
+class DiskFullError(CheckpointError):
+    """The disk (or the quota) ran out while a checkpoint was written; the destination is unchanged."""
+
+
+def check_output_path(dst: PathLike, src: Optional[PathLike] = None) -> None:
+    """Raises :class:`OutputPathError` when ``dst`` is a directory, its directory does not exist,
+    or it is the same file as ``src`` (compared by real path and by inode: another spelling, a
+    symlink and a hard link are all caught)."""
+    dst = os.fspath(dst)
+    if os.path.isdir(dst):
+        raise OutputPathError(f'the output {dst} is a directory; name a file in it, e.g. '
+                              f'{os.path.join(dst, "backbone.pth")}.')
+    parent = os.path.dirname(os.path.abspath(dst))
+    if not os.path.isdir(parent):
+        raise OutputPathError(f'the output {dst} is in {parent}, which does not exist; create it first '
+                              f'(mkdir -p {parent}) or write elsewhere.')
+    if src is not None and os.path.exists(src) and os.path.exists(dst):
+        same = os.path.realpath(src) == os.path.realpath(dst) or os.path.samefile(src, dst)
+        if same:
+            raise OutputPathError(f'the output {dst} is the input file itself ({os.path.realpath(src)}); writing it '
+                                  f'would replace the original. Write the result to another file.')
+
+
+class _WatchedWriter:
+    """A file object's ``write`` that remembers the ``OSError`` it raised (torch may replace it)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.error: Optional[OSError] = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+
+def save_atomically(obj: Any, dst: PathLike) -> None:
+    """``torch.save(obj, dst)``, atomically: ``dst`` is the complete new file or, after any error,
+    exactly what it was before (no temporary file is left). Raises :class:`DiskFullError` (naming
+    ``dst``) when the disk or quota is full."""
+    try:
+        with atomic_writer(dst) as f:
+            watched = _WatchedWriter(f)
+            try:
+                torch.save(obj, watched)
+            except RuntimeError:
+                if watched.error is not None:
+                    raise watched.error from None
+                raise
+    except OSError as exc:
+        if exc.errno not in NO_SPACE:
+            raise
+        kept = 'left unchanged' if os.path.exists(dst) else 'not created'
+        raise DiskFullError(f'no space left on device while writing {os.fspath(dst)} ({exc.strerror}); the file '
+                            f'was {kept}. Free space on that disk, or write the output to another one.') from exc
