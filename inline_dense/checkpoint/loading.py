@@ -182,6 +182,9 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     if prefix:
         chosen = with_prefix(chosen, prefix, repr(path))
     state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
+    from .finite import check_finite  # here: finite imports this module
+    check_finite(state, repr(path), 'Download or convert the file again, or point init_cfg at a good file '
+                                    '(init_cfg=None trains the backbone from scratch).')
     model_state = model.state_dict()
     missing, unexpected, mismatched = compare(model_state, state)
     if missing or unexpected or mismatched:

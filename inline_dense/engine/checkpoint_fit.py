@@ -2,7 +2,8 @@
 
 mmengine's ``Runner.load_checkpoint`` loads with ``strict=False``: a RetinaNet checkpoint on a
 Mask R-CNN config loads a handful of tensors, logs the rest as missing / unexpected keys, and
-the test then reports AP 0.000. ``CheckpointFitHook`` compares the checkpoint with the model in
+the test then reports AP 0.000. Weights with NaN or inf are refused too (naming the tensors): a
+detector with them predicts nothing. ``CheckpointFitHook`` compares the checkpoint with the model in
 ``after_load_checkpoint`` (called before the weights are copied) and raises
 :class:`CheckpointMismatch` with counts and examples. ``allow_partial=True`` (``tools/test.py`` /
 ``tools/train.py --allow-partial-load``) logs the same report and lets the partial load happen,
@@ -17,9 +18,13 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
+from ..checkpoint.finite import check_finite
 from ..checkpoint.loading import CheckpointError, compare
 
 EXAMPLES = 5
+NONFINITE_FIX = ('A run whose loss turned NaN saves such weights: use one of its earlier checkpoints '
+                 '(WORK_DIR/iter_N.pth) or train again with a lower learning rate or gradient clipping '
+                 '(optim_wrapper.clip_grad).')
 
 
 class CheckpointMismatch(CheckpointError):
@@ -77,6 +82,7 @@ class CheckpointFitHook(Hook):
         state = checkpoint.get('state_dict', checkpoint)
         if not isinstance(state, Mapping):
             raise CheckpointMismatch(f'the checkpoint holds no state dict (top-level keys: {sorted(checkpoint)[:10]})')
+        check_finite(state, self.source, NONFINITE_FIX)
         lines = fit_report(model.state_dict(), revised(state, [(r'^module\.', '')]))
         if not lines:
             return
