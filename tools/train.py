@@ -12,6 +12,7 @@ killed run could not be resumed exactly. ``--resume`` continues from the work di
 latest checkpoint (also after the directory was moved) with the interrupted run's seeds.
 """
 import argparse
+import glob
 import os.path as osp
 import warnings
 
@@ -22,6 +23,7 @@ from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.ops import uses_stand_in
 from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
+from inline_dense.engine.resume_checks import ResumeError, config_changes, recorded_config, training_checkpoint
 
 USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
 
@@ -101,14 +103,20 @@ def main(argv=None) -> None:
         enable_auto_scale_lr(cfg)
     if args.resume == 'auto':
         target = own_checkpoint(cfg.work_dir)
+        if target is None:
+            warn_nothing_to_resume(cfg.work_dir)
         cfg.resume, cfg.load_from = True, target if is_complete_checkpoint(target) else None
     elif args.resume is not None:
         if not osp.isfile(args.resume):
-            raise FileNotFoundError(f'--resume {args.resume}: no such checkpoint file; pass an existing '
-                                    f'.pth, or --resume alone for the latest one in the work dir.')
+            raise ResumeError(f'--resume {args.resume}: no such checkpoint file; pass an existing '
+                              f'.pth, or --resume alone for the latest one in the work dir.')
         cfg.resume, cfg.load_from = True, args.resume
+    checkpoint = None
     if cfg.get('resume') and cfg.get('load_from'):
+        checkpoint = resumable(cfg.load_from)
         use_saved_seeds(cfg, cfg.load_from)
+        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
+            dict(type='CheckpointFitHook', source=f'--resume {cfg.load_from}', resume=True)]
     elif cfg.get('load_from'):
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
             dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
@@ -116,7 +124,58 @@ def main(argv=None) -> None:
     for problem in resume_exactness_problems(cfg):
         warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.')
     adapt_to_cpu(cfg)
+    if checkpoint is not None:
+        check_resumed_config(cfg, checkpoint, cfg.load_from)
     build_runner(cfg).train()
+
+
+def warn_nothing_to_resume(work_dir: str) -> None:
+    """--resume alone in a work dir that names no checkpoint: training starts from iteration 0."""
+    found = sorted(osp.basename(p) for p in glob.glob(osp.join(work_dir, '*.pth')))
+    there = (f' It holds {", ".join(found[:4])}: to resume from one of them, pass --resume '
+             f'{osp.join(work_dir, found[-1])}.' if found else '')
+    warnings.warn(f'--resume: {osp.abspath(work_dir)} has no last_checkpoint, so there is nothing to resume: '
+                  f'training starts from scratch (iteration 0).{there} If you meant another run, pass its '
+                  f'--work-dir.', stacklevel=2)
+
+
+def resumable(path: str) -> dict:
+    """The checkpoint at ``path`` if training wrote it; otherwise a ResumeError in command-line terms."""
+    try:
+        return training_checkpoint(path)
+    except ResumeError as exc:
+        raise ResumeError(f'{exc} (On the command line: --resume PATH, or --cfg-options load_from=PATH '
+                          f'without --resume to start from its weights.)') from None
+
+
+def check_resumed_config(cfg, checkpoint: dict, path: str) -> None:
+    """Refuses settings the resume would override with the checkpoint's; warns about those the new
+    config changes for the rest of the run (what the dumped config and new checkpoints record)."""
+    saved = recorded_config(checkpoint)
+    if saved is None:
+        warnings.warn(f'--resume {path}: the checkpoint records no config (meta.cfg), so changed settings '
+                      f'cannot be detected; the optimizer and schedule continue from its saved state.',
+                      stacklevel=2)
+        return
+    before, now = (saved.get('model') or {}).get('type'), (cfg.get('model') or {}).get('type')
+    if before != now:
+        raise ResumeError(f'--resume {path}: that checkpoint was trained for a {before} model (its meta.cfg), this '
+                          f'config builds a {now}: it is another model\'s checkpoint. Resume from a checkpoint of '
+                          f'this config, or start from its weights with --cfg-options load_from={path} '
+                          f'--allow-partial-load (without --resume).')
+    changes = config_changes(saved, cfg)
+    if changes['overridden']:
+        raise ResumeError(
+            f'--resume {path}: these settings differ from the ones the checkpoint was trained with, and a resume '
+            f'restores the optimizer and schedule state saved in the checkpoint, so the old values would win '
+            f'while the config recorded for the run says the new ones: {"; ".join(changes["overridden"])}. '
+            f'Resume with the checkpoint\'s settings (drop these --cfg-options or config edits), or start a new '
+            f'schedule from its weights: --cfg-options load_from={path} without --resume.')
+    if changes['applied']:
+        warnings.warn(f'--resume {path}: settings changed since the checkpoint was written; the new values apply '
+                      f'from its iteration on (weights, optimizer state and schedule position come from the '
+                      f'checkpoint), and the dumped config and new checkpoints record them: '
+                      f'{"; ".join(changes["applied"])}.', stacklevel=2)
 
 
 def use_saved_seeds(cfg, checkpoint: str) -> None:

@@ -69,13 +69,15 @@ class CheckpointFitHook(Hook):
     Args:
         allow_partial: log the mismatch and load what matches instead of raising.
         source: the checkpoint's name, for the message.
+        resume: the checkpoint is resumed from (a partial load is never what a resume means).
     """
 
     priority = 'VERY_HIGH'
 
-    def __init__(self, allow_partial: bool = False, source: str = 'the checkpoint') -> None:
-        self.allow_partial = allow_partial
+    def __init__(self, allow_partial: bool = False, source: str = 'the checkpoint', resume: bool = False) -> None:
+        self.allow_partial = allow_partial and not resume
         self.source = source
+        self.resume = resume
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
@@ -91,7 +93,9 @@ class CheckpointFitHook(Hook):
             print_log('\n'.join([f'{head}; loading only the matching weights (--allow-partial-load):', *lines]),
                       logger='current', level=30)
             return
+        fix = ('  Resume from a checkpoint of this config, or start from this one\'s weights without resuming: '
+               'load_from with --allow-partial-load to load only the matching ones.' if self.resume else
+               '  Pass the checkpoint of this config, or --allow-partial-load to load only the matching weights on '
+               'purpose (e.g. to fine-tune with another number of classes).')
         raise CheckpointMismatch('\n'.join([
-            f'{head} (another model\'s or another dataset\'s checkpoint?):', *lines,
-            '  Pass the checkpoint of this config, or --allow-partial-load to load only the matching weights on '
-            'purpose (e.g. to fine-tune with another number of classes).']))
+            f'{head} (another model\'s or another dataset\'s checkpoint?):', *lines, fix]))
