@@ -23,7 +23,8 @@ from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.ops import uses_stand_in
 from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
-from inline_dense.engine.resume_checks import ResumeError, config_changes, recorded_config, training_checkpoint
+from inline_dense.engine.resume_checks import (MissingResumeCheckpoint, ResumeError, config_changes, recorded_config,
+                                               training_checkpoint)
 
 USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
 
@@ -108,8 +109,8 @@ def main(argv=None) -> None:
         cfg.resume, cfg.load_from = True, target if is_complete_checkpoint(target) else None
     elif args.resume is not None:
         if not osp.isfile(args.resume):
-            raise ResumeError(f'--resume {args.resume}: no such checkpoint file; pass an existing '
-                              f'.pth, or --resume alone for the latest one in the work dir.')
+            raise MissingResumeCheckpoint(f'--resume {args.resume}: no such checkpoint file; pass an existing '
+                                          f'.pth, or --resume alone for the latest one in the work dir.')
         cfg.resume, cfg.load_from = True, args.resume
     checkpoint = None
     if cfg.get('resume') and cfg.get('load_from'):

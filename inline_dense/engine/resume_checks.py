@@ -26,6 +26,10 @@ class ResumeError(CheckpointError):
     """A checkpoint that cannot be resumed from, or a config that contradicts it."""
 
 
+class MissingResumeCheckpoint(ResumeError, FileNotFoundError):
+    """The checkpoint named to resume from does not exist."""
+
+
 # Settings a resume restores from the checkpoint's optimizer / scheduler state: a changed value in
 # the config would be recorded but not used. (The wrapper's type, dtype, loss scale and gradient
 # clipping are not in that state: they take the new config's values.)
