@@ -25,6 +25,10 @@ fi
 positional=("${@:1:npos-1}")
 NPROC=${!npos}
 shift "$npos"
+if ! [[ "$NPROC" =~ ^[1-9][0-9]*$ ]]; then
+  echo "error: NUM_PROCS must be a whole number of processes, 1 or more (got '$NPROC'): bash tools/dist_$TOOL.sh $usage" >&2
+  exit 2
+fi
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ -z "${PYTHON:-}" ]; then

@@ -13,8 +13,9 @@ from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 
-USER_ERRORS = (CheckpointError, MissingDatasetError, UnsupportedMmengine)
+USER_ERRORS = (CheckpointError, MissingDatasetError, ToolInputError, UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -69,6 +70,7 @@ def main(argv=None) -> dict:
     codebase = setup_codebase(cfg)
     cfg.launcher = args.launcher
     default_work_dir(cfg, args.config, args.work_dir)
+    check_work_dir(cfg.work_dir)
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
                                 f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')

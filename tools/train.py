@@ -21,12 +21,13 @@ from inline_dense.engine.checkpointing import HookOptionError, is_complete_check
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 from inline_dense.ops import uses_stand_in
 from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
 from inline_dense.engine.resume_checks import (MissingResumeCheckpoint, ResumeError, config_changes, recorded_config,
                                                training_checkpoint)
 
-USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
+USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, ToolInputError, UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -98,6 +99,7 @@ def main(argv=None) -> None:
     setup_codebase(cfg)
     cfg.launcher = args.launcher
     default_work_dir(cfg, args.config, args.work_dir)
+    check_work_dir(cfg.work_dir)
     if args.amp:
         enable_amp(cfg)
     if args.auto_scale_lr:

@@ -10,6 +10,7 @@ A cached file that no longer matches raises :class:`CorruptCacheError` naming th
 delete: it is never replaced silently (a changing file may mean a failing disk or an edit).
 """
 import contextlib
+import errno
 import hashlib
 import json
 import time
@@ -169,6 +170,21 @@ def _looks_like_checkpoint(head: bytes) -> bool:
     return head[:4] == b'PK\x03\x04' or head[:1] == b'\x80'
 
 
+@contextlib.contextmanager
+def _full_disk_named(final: Path, url: str, manual_hint: str, received: Callable[[], int]) -> Iterator[None]:
+    """Turns a full disk (or quota) while the download is written into a :class:`DownloadError`
+    naming the cache directory and what to do; the partial file is already gone (atomic writer)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)):
+            raise
+        raise DownloadError(f'could not download {url}: no space left on device in the checkpoint cache '
+                            f'{final.parent} after {received()} bytes ({exc.strerror}); nothing was kept. Free '
+                            f'space there, or set INLINE_DENSE_CACHE to a directory on a disk with room. '
+                            f'{manual_hint}') from exc
+
+
 def download(url: str, final: Path, manual_hint: str) -> Path:
     """Downloads ``url`` to ``final`` (a cache path chosen by the caller); returns ``final``.
 
@@ -201,7 +217,8 @@ def download(url: str, final: Path, manual_hint: str) -> Path:
         digest, received = hashlib.sha256(), 0
         print_log(f'downloading {url} to {final}' + (f' ({total / 2**20:.1f} MiB)' if total else ''),
                   logger='current')
-        with atomic_writer(final, check) as f, _progress(total, final.name) as advance:
+        with _full_disk_named(final, url, manual_hint, lambda: received), atomic_writer(final, check) as f, \
+                _progress(total, final.name) as advance:
             while True:
                 try:
                     chunk = response.read(CHUNK)

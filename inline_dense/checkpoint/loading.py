@@ -12,6 +12,7 @@ from torch import nn
 
 from ..typing import StateDict
 from . import safe_unpickle
+from .safetensors_errors import SAFETENSORS_ERRORS
 from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
 # Parameters a classification checkpoint cannot hold: their absence is expected.
@@ -78,7 +79,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
 # What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
 # (a TypeError in the loader, say) is a bug and propagates as it is.
 UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error,
-              pickle.UnpicklingError)
+              pickle.UnpicklingError) + SAFETENSORS_ERRORS
 _CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
 
 
@@ -87,6 +88,8 @@ def _unreadable(path: str, exc: BaseException) -> CheckpointError:
     if isinstance(exc, (EOFError, zipfile.BadZipFile)) or any(c in str(exc).lower() for c in _CUT):
         why = (f'it ends early or its archive is damaged ({detail}): truncated by an interrupted download or '
                f'write: download or save it again')
+    elif isinstance(exc, SAFETENSORS_ERRORS):
+        why = f'it is a damaged or incomplete .safetensors file ({detail}): download or save it again'
     elif isinstance(exc, safe_unpickle.MalformedPickle):
         why = f'its pickle is malformed ({detail}): the file is damaged or not a PyTorch checkpoint'
     else:

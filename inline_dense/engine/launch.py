@@ -26,6 +26,8 @@ def load_config(path: str, cfg_options: Optional[dict] = None):
                                 f'configs/toy/mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
     cfg = Config.fromfile(path)
     if cfg_options:
+        from .tool_inputs import check_cfg_options
+        check_cfg_options(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     return cfg
 
