@@ -12,10 +12,12 @@ import os.path as osp
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 
-USER_ERRORS = (CheckpointError, MissingDatasetError, ToolInputError, UnsupportedMmengine)
+USER_ERRORS = (CheckpointError, DatasetCheckError, MissingDatasetError, ToolInputError,
+               UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -78,6 +80,7 @@ def main(argv=None) -> dict:
     cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
         dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
     check_datasets(cfg, ('test_dataloader',))
+    check_dataset_and_heads(cfg, ('test_dataloader',))
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
     adapt_to_cpu(cfg)

@@ -20,6 +20,7 @@ from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.checkpointing import HookOptionError, is_complete_checkpoint, own_checkpoint
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 from inline_dense.ops import uses_stand_in
@@ -27,7 +28,8 @@ from inline_dense.engine.randomness import resume_exactness_problems, saved_seed
 from inline_dense.engine.resume_checks import (MissingResumeCheckpoint, ResumeError, config_changes, recorded_config,
                                                training_checkpoint)
 
-USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, ToolInputError, UnsupportedMmengine)
+USER_ERRORS = (CheckpointError, HookOptionError, DatasetCheckError, MissingDatasetError, ToolInputError,
+               UnsupportedMmengine)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -124,6 +126,7 @@ def main(argv=None) -> None:
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
             dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
     check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
+    check_dataset_and_heads(cfg, ('train_dataloader', 'val_dataloader'))
     for problem in resume_exactness_problems(cfg):
         warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.')
     adapt_to_cpu(cfg)
