@@ -30,8 +30,7 @@ CLASSES = ('circle', 'square', 'triangle')
 def test_a_head_that_does_not_fit_the_datasets_classes_is_refused(config, option, number, toy_dir, tmp_path,
                                                                  monkeypatch, load_tool):
     monkeypatch.chdir(toy_dir)
-    overrides = ({'model.roi_head.bbox_head': None} if '.1.' in option else {})  # list items: edit the config
-    if overrides:
+    if '.1.' in option:  # a cascade stage, an item of a list: edit the config itself
         cfg = Config.fromfile(config)
         cfg.model.roi_head.bbox_head[1].num_classes = number
         config = str(tmp_path / 'cascade.py')
@@ -42,7 +41,7 @@ def test_a_head_that_does_not_fit_the_datasets_classes_is_refused(config, option
     with pytest.raises(DatasetCheckError) as info:
         load_tool('train').main([config, '--work-dir', str(tmp_path / 'w'), *options])
     message = str(info.value)
-    assert f'{option}.num_classes is {number}'.replace('.num_classes.num_classes', '.num_classes') in message
+    assert f'{option} is {number}' in message
     assert 'but train_dataloader.dataset has 3 classes (circle, square, triangle)' in message
     assert ('trained as background' if number < 3 else 'never be trained') in message
     assert f'{option}=3' in message
