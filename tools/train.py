@@ -120,8 +120,10 @@ def main(argv=None) -> None:
     if cfg.get('resume') and cfg.get('load_from'):
         checkpoint = resumable(cfg.load_from)
         use_saved_seeds(cfg, cfg.load_from)
+    if cfg.get('resume'):  # also when AtomicCheckpointHook picks the checkpoint (a fallback) at the start
+        source = f'--resume {cfg.load_from}' if cfg.get('load_from') else '--resume (the work dir\'s checkpoint)'
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
-            dict(type='CheckpointFitHook', source=f'--resume {cfg.load_from}', resume=True)]
+            dict(type='CheckpointFitHook', source=source, resume=True)]
     elif cfg.get('load_from'):
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
             dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
