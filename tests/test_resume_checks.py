@@ -119,9 +119,12 @@ def test_files_that_cannot_be_resumed_are_refused_in_one_line(kind, run_copy, tm
         path.write_bytes(b'')
     expected = {'empty': 'it is empty', 'truncated': 'cut off or damaged', 'missing': 'no such checkpoint file',
                 'authors': 'holds weights but no training state'}[kind]
-    with pytest.raises(ResumeError, match=expected):
+    with pytest.raises(ResumeError, match=expected) as info:
         load_tool('train').main([RETINANET_TOY, '--work-dir', str(run_copy), '--resume', str(path),
                                  '--cfg-options', *SHORT])
+    advice = {'empty': '--resume alone.', 'truncated': '--resume alone.', 'missing': 'in the work dir.',
+              'authors': f'--cfg-options load_from={path} without --resume.'}[kind]
+    assert str(info.value).endswith(advice) and '\n' not in str(info.value)
 
 
 def test_another_models_checkpoint_is_refused(run_copy, load_tool):

@@ -152,8 +152,9 @@ def resumable(path: str) -> dict:
     try:
         return training_checkpoint(path)
     except ResumeError as exc:
-        raise ResumeError(f'{exc} (On the command line: --resume PATH, or --cfg-options load_from=PATH '
-                          f'without --resume to start from its weights.)') from None
+        advice = {'incomplete': 'On the command line: --resume WORK_DIR/iter_N.pth, or --resume alone.',
+                  'weights_only': f'On the command line: --cfg-options load_from={path} without --resume.'}
+        raise ResumeError(f'{exc} {advice.get(exc.kind, "")}'.rstrip(), exc.kind) from None
 
 
 def check_resumed_config(cfg, checkpoint: dict, path: str) -> None:

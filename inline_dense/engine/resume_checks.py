@@ -23,7 +23,12 @@ from ..checkpoint.loading import CheckpointError, read_checkpoint
 
 
 class ResumeError(CheckpointError):
-    """A checkpoint that cannot be resumed from, or a config that contradicts it."""
+    """A checkpoint that cannot be resumed from, or a config that contradicts it. ``kind``:
+    'incomplete' (empty or cut off), 'weights_only' (no training state) or '' (anything else)."""
+
+    def __init__(self, message: str, kind: str = '') -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class MissingResumeCheckpoint(ResumeError, FileNotFoundError):
@@ -50,7 +55,8 @@ def training_checkpoint(path: str) -> Mapping:
     if problem is not None:
         raise ResumeError(f'cannot resume from {path}: {problem}, as a write cut short by a killed run leaves it. '
                           f'Resume from another checkpoint of the run (WORK_DIR/iter_N.pth or epoch_N.pth), or '
-                          f'from the newest complete one the work directory names (resume without a path).')
+                          f'let the run pick the newest complete one of its work directory (resume=True without '
+                          f'load_from).', kind='incomplete')
     try:
         checkpoint = torch.load(path, map_location='cpu', weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception:  # noqa: BLE001  objects outside torch's allow-list: the restricted reader tells
@@ -62,7 +68,7 @@ def training_checkpoint(path: str) -> Mapping:
                           f'iteration, no state_dict; it has {keys}), e.g. an ImageNet or converted backbone file. '
                           f'A resume needs a checkpoint written by training this config. To start training from '
                           f'these weights, load them instead of resuming (load_from, or the backbone\'s '
-                          f'init_cfg=dict(type="Pretrained", checkpoint=...)).')
+                          f'init_cfg=dict(type="Pretrained", checkpoint=...)).', kind='weights_only')
     return checkpoint
 
 

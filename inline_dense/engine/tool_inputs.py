@@ -79,7 +79,8 @@ def check_cfg_options(cfg: Any, options: Optional[Mapping[str, Any]]) -> None:
             problems.append(f'{key}={value!r}: {key} takes a {kind} (the config has {old!r}), not the text '
                             f'{value!r}')
     if problems:
-        raise ToolInputError('--cfg-options: ' + '; '.join(problems) + '.')
+        text = '; '.join(problems)
+        raise ToolInputError(f'--cfg-options: {text}' + ('' if text.endswith('?') else '.'))
 
 
 __all__ = ['ToolInputError', 'check_cfg_options', 'check_work_dir']
