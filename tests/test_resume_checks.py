@@ -146,3 +146,13 @@ def test_resumed_nonfinite_weights_are_refused(run_copy, load_tool):
     torch.save(checkpoint, path)
     with pytest.raises(NonFiniteWeightsError, match=r'neck.fpn_convs.0.conv.weight \(0 NaN, 1 inf'):
         train(load_tool, run_copy)
+
+
+def test_a_truncated_newest_checkpoint_falls_back_and_is_checked_too(run_copy, load_tool):
+    data = (run_copy / 'iter_2.pth').read_bytes()
+    (run_copy / 'iter_4.pth').write_bytes(data[:len(data) // 3])
+    (run_copy / 'last_checkpoint').write_text(str(run_copy / 'iter_4.pth'))
+    with pytest.warns(UserWarning, match=r'iter_4.pth, which is missing or truncated; resuming from .*iter_2.pth'):
+        with pytest.raises(ResumeError, match=r'--resume .*iter_2.pth: these settings differ .* '
+                                              r'optim_wrapper.optimizer.lr: 0.001 -> 0.002'):
+            train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.002')

@@ -17,7 +17,8 @@ import os.path as osp
 import warnings
 
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.checkpointing import HookOptionError, is_complete_checkpoint, own_checkpoint
+from inline_dense.engine.checkpointing import (HookOptionError, is_complete_checkpoint, newest_complete_checkpoint,
+                                               own_checkpoint)
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
 from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
@@ -110,6 +111,8 @@ def main(argv=None) -> None:
         target = own_checkpoint(cfg.work_dir)
         if target is None:
             warn_nothing_to_resume(cfg.work_dir)
+        elif not is_complete_checkpoint(target):
+            target = complete_fallback(cfg, target)
         cfg.resume, cfg.load_from = True, target if is_complete_checkpoint(target) else None
     elif args.resume is not None:
         if not osp.isfile(args.resume):
@@ -145,6 +148,20 @@ def warn_nothing_to_resume(work_dir: str) -> None:
     warnings.warn(f'--resume: {osp.abspath(work_dir)} has no last_checkpoint, so there is nothing to resume: '
                   f'training starts from scratch (iteration 0).{there} If you meant another run, pass its '
                   f'--work-dir.', stacklevel=2)
+
+
+def complete_fallback(cfg, target: str) -> str:
+    """The newest complete checkpoint beside ``target`` (missing or truncated), picked here rather than
+    when the Runner starts so that it is checked like a named one; ``target`` when there is none
+    (AtomicCheckpointHook then refuses with its own message)."""
+    hook = (cfg.get('default_hooks') or {}).get('checkpoint') or {}
+    template = hook.get('filename_tmpl') or ('epoch_{}.pth' if hook.get('by_epoch', True) else 'iter_{}.pth')
+    fallback = newest_complete_checkpoint(osp.dirname(target) or cfg.work_dir, template)
+    if fallback is None:
+        return target
+    warnings.warn(f'--resume: the work dir names {target}, which is missing or truncated; resuming from {fallback}, '
+                  f'the newest complete checkpoint beside it.', stacklevel=2)
+    return fallback
 
 
 def resumable(path: str) -> dict:
