@@ -1,6 +1,7 @@
 """tools/convert_checkpoint.py never destroys a file (issue 28): atomic output, output = input
 refused (any spelling, symlink, hard link), a full disk reported with the path and the old file
 kept, a --backbone of another family refused, outputs in a missing directory or at a directory."""
+import contextlib
 import errno
 import os
 import subprocess
@@ -147,3 +148,18 @@ def test_the_tool_says_it_in_one_line(authors_copy, tmp_path):
     assert proc.returncode == 1 and 'Traceback' not in proc.stderr
     assert proc.stderr.strip().startswith('error: the output') and len(proc.stderr.strip().splitlines()) == 1
     assert src.read_bytes() == data
+
+
+@pytest.mark.skipif(not os.path.exists('/dev/full'), reason='needs /dev/full (Linux)')
+def test_a_real_enospc_is_recovered_from_torchs_writer():
+    """/dev/full fails every write with ENOSPC, as a full disk does: torch reports 'unexpected pos'
+    and the watched writer keeps the disk's error."""
+    f = open('/dev/full', 'wb')
+    try:
+        watched = saving._WatchedWriter(f)
+        with pytest.raises(RuntimeError, match='unexpected pos'):
+            torch.save({'w': torch.zeros(100_000)}, watched)
+    finally:
+        with contextlib.suppress(OSError):  # closing flushes what is left: ENOSPC again
+            f.close()
+    assert watched.error is not None and watched.error.errno == errno.ENOSPC
