@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import import_tool
-from inline_dense.analysis.gpu_check.attention_step import trained_scale_layer
+from inline_dense_dev.gpu_check.attention_step import trained_scale_layer
 from inline_dense.models import InLineAttention
 
 STAGE1_HW = (400, 608)  # a 1600x2432 image at stride 4

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...engine.launch import REPO_ROOT
+from inline_dense.engine.launch import REPO_ROOT
 from .measure import Emit, all_finite, recorded, release, time_step
 from .plan import HW, CheckPlan, resolve_detector_config
 
