@@ -16,8 +16,7 @@ import torch
 from torch import nn
 from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
 
-from ..analysis.inline_impl import inline_layers
-from ..analysis.timing import tensors_in
+from ..runtime import inline_impl, inline_layers, tensors_in
 
 Shape = Tuple[int, int, int, int]
 
@@ -91,7 +90,8 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
                          log: Callable[[str], None] = print) -> Tuple[Optional[str], Dict[str, Tuple[int, Optional[int]]]]:
     """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
     with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
-    layers' own, or no InLine layer) and the input ranges."""
+    layers' own, or no InLine layer) and the input ranges. ``module``'s layers keep their own
+    evaluation afterwards, whichever one exported."""
     layers = inline_layers(module)
     own = sorted({m.impl for m in layers})
     try:
@@ -105,10 +105,9 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
             continue
         log(f'[export] attn_impl {own} did not export ({type(first).__name__}: {str(first)[:300]}); '
             f'trying attn_impl={impl!r} (the same function, evaluated another way)')
-        for m in layers:
-            m.impl = impl
         try:
-            return impl, export_onnx(module, path, output_names, example_shape, opset)
+            with inline_impl(module, impl):
+                return impl, export_onnx(module, path, output_names, example_shape, opset)
         except Exception as err:
             first = err
     raise RuntimeError(f'ONNX export failed with every attn_impl ({own} and {list(FALLBACK_IMPLS)}); '
