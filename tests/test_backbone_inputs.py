@@ -1,4 +1,4 @@
-"""What users really feed the backbones (issue 17): an empty batch, float16 / bfloat16 / uint8
+"""What users really feed the backbones: an empty batch, float16 / bfloat16 / uint8
 images, a long thin picture whose resized side falls below the total stride (padded inside, the
 padding masked), out-of-range drop_path_rate, an int split_size, a detector checkpoint through
 ``Pretrained(prefix='backbone.')``, and a missing file's hint naming the right family."""
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import build_tiny
+from helpers import build_tiny
 from inline_dense.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.analysis import ablation, jobs, report, rows, timing, zoo
 from inline_dense.runtime import inline_impl, inline_layers
 from inline_dense.analysis.worker import run_worker

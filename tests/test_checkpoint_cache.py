@@ -1,4 +1,4 @@
-"""The checkpoint cache cannot be poisoned or truncated (issue 17): names come from URLs only,
+"""The checkpoint cache cannot be poisoned or truncated: names come from URLs only,
 no download replaces another URL's file, only complete archives enter, a read-only cache serves
 what it holds, files get the umask's mode. Served from 127.0.0.1 only (see test_checkpoint_download)."""
 import builtins

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import EVERY_KIND_ONCE
+from helpers import EVERY_KIND_ONCE
 from inline_dense.deploy import (EXPORT_SHAPE, AdaptiveAvgPool2dByMatmul, OnnxMismatchError, check_onnx, export_onnx,
                                  replace_adaptive_pooling)
 

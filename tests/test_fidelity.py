@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.checkpoint import load_pretrained
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone, load_reference
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense_dev.gpu_check.attention_step import DTYPES
 from inline_dense_dev.gpu_check.plan import BACKBONES, STEPS, CheckPlan, dry_run_plan
 from inline_dense_dev.gpu_check.results import JSON_NAME, MD_NAME, Results

@@ -234,8 +234,8 @@ def test_subpackages_import_only_lower_layers(edges):
 
 
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
-# issue 18: checkpoint/loading.py still defines its own StateDict; the checkpoint rewrite (issue 17's
-# branch) owns that file: `from ..typing import StateDict` there, then this entry goes.
+
+
 def alias_definitions(package_dir: Path) -> List[tuple]:
     """(file, name, line) of every module-level assignment to a shared alias outside typing.py."""
     found = []

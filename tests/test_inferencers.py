@@ -25,7 +25,7 @@ import pytest
 import torch
 
 import inline_dense  # noqa: F401
-from conftest import load_config, shrink_backbone
+from helpers import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / 'configs'

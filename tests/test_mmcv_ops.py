@@ -37,12 +37,15 @@ def test_mmcv_lite_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
     import importlib.metadata
     import mmcv
     from inline_dense.ops import mmcv_ext, uses_stand_in
-    assert mmcv.__version__ == '2.1.0'
+    pins = dict(line.split('#')[0].strip().split('==') for line in (ROOT / 'requirements' / 'lock.txt').open()
+                if '==' in line.split('#')[0])
     try:
         importlib.metadata.version('mmcv-lite')
     except importlib.metadata.PackageNotFoundError:  # MMCV=full: compiled mmcv, used unchanged
+        assert mmcv.__version__ == pins['mmcv'], 'compiled mmcv is not the version the lock pins'
         assert not uses_stand_in(), f'mmcv._ext is {mmcv_ext()}, but compiled mmcv is installed'
     else:
+        assert mmcv.__version__ == pins['mmcv-lite'], 'mmcv-lite is not the version the lock pins'
         assert uses_stand_in(), f'mmcv._ext is {mmcv_ext()}: with mmcv-lite it should be the stand-in'
 
 

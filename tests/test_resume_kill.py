@@ -158,13 +158,13 @@ def _in_child(run, log_path, cwd=None, env=None) -> None:
 
 
 def _train_tool(argv) -> None:
-    from conftest import import_tool
+    from helpers import import_tool
     import_tool('train').main(argv)
 
 
-# conftest: its once-per-process caches (metafiles, config formatting) serve every forked run too
+# conftest installs the suite's mmengine caches (tests/mmengine_caches.py): they serve every forked run too
 _PRELOAD = ['torch', 'mmengine.runner', 'mmengine.evaluator', 'mmengine.model', 'inline_dense.engine',
-            'inline_dense.models', 'conftest', __name__]
+            'inline_dense.models', 'conftest', 'helpers', __name__]
 
 
 def forked(run, expect_kill=False, cwd=None, env=None) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.engine import launch
 from inline_dense.toy_data import TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade, make_toy_coco, read_stamp
 

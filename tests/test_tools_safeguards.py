@@ -1,4 +1,4 @@
-"""tools/train.py and tools/test.py against what users really do (issue 17): another model's
+"""tools/train.py and tools/test.py against what users really do: another model's
 checkpoint, a typo in a hook option, a missing dataset, a moved work directory, an unknown
 mmengine, and the random-generator states that make a resume exact."""
 import os
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.engine import AtomicCheckpointHook, CheckpointFitHook, CheckpointMismatch, DeterministicResumeHook
 from inline_dense.engine.checkpointing import HookOptionError, own_checkpoint
 from inline_dense.engine.launch import MissingDatasetError

@@ -1,0 +1,50 @@
+"""The suite's mmengine caches (tests/mmengine_caches.py, installed by conftest.py) answer what
+mmengine itself answers: the suite runs against the mmengine users run, only faster."""
+import gc
+
+import mmengine.config.config as config_module
+import mmengine.config.utils as config_utils
+import mmengine.dataset.base_dataset as base_dataset
+import mmengine_caches
+import pytest
+from helpers import ROOT
+from mmengine.config import Config
+from mmengine.utils import get_installed_path
+
+CONFIG = ROOT / 'configs' / 'mask_rcnn' / 'mask-rcnn_inline-swin-t_fpn_1x_coco.py'
+
+
+def test_the_caches_are_installed_and_keep_the_originals():
+    for patched in (config_utils._get_cfg_metainfo, config_module.FormatCode):
+        assert hasattr(patched, '__wrapped__') and patched is not patched.__wrapped__
+    assert base_dataset.gc is mmengine_caches.YoungGenerations
+
+
+def test_metainfo_is_mmengines_and_a_callers_change_does_not_reach_the_next():
+    package = get_installed_path('mmdet')
+    name = 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+    uncached = config_utils._get_cfg_metainfo.__wrapped__(package, name)
+    first = config_utils._get_cfg_metainfo(package, name)
+    assert first == uncached
+    first['Config'] = 'changed by a caller'
+    assert config_utils._get_cfg_metainfo(package, name) == uncached
+    with pytest.raises(ValueError, match='Expected configs'):  # mmengine's own error, not cached away
+        config_utils._get_cfg_metainfo(package, 'no/such_config')
+
+
+def test_a_config_reads_and_prints_the_same_with_and_without_the_caches(monkeypatch):
+    cached = Config.fromfile(str(CONFIG))
+    cached_text = cached.pretty_text
+    assert cached.pretty_text == cached_text  # the second call is answered from the cache
+    monkeypatch.setattr(config_utils, '_get_cfg_metainfo', config_utils._get_cfg_metainfo.__wrapped__)
+    monkeypatch.setattr(config_module, 'FormatCode', config_module.FormatCode.__wrapped__)
+    uncached = Config.fromfile(str(CONFIG))
+    assert cached.to_dict() == uncached.to_dict()
+    assert cached_text == uncached.pretty_text
+
+
+def test_the_dataset_collection_collects_the_young_generations(monkeypatch):
+    asked = []
+    monkeypatch.setattr(gc, 'collect', lambda generation=2: asked.append(generation) or 0)
+    base_dataset.gc.collect()  # what BaseDataset._serialize_data calls after packing
+    assert asked == [1]
