@@ -48,8 +48,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
             f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
             f'Use a short name (init_cfg.checkpoint=\'inline://{example}\', downloaded on first use), '
             f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
-            f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH), or '
-            f'train from scratch with --cfg-options model.backbone.init_cfg=None.')
+            f'init_cfg.checkpoint at the file, or set init_cfg=None to train from scratch.')
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)

@@ -8,6 +8,7 @@ the test then reports AP 0.000. ``CheckpointFitHook`` compares the checkpoint wi
 ``tools/train.py --allow-partial-load``) logs the same report and lets the partial load happen,
 e.g. to fine-tune from a checkpoint with another number of classes.
 """
+import logging
 import re
 from typing import Dict, List, Mapping, Sequence, Tuple
 
@@ -83,7 +84,7 @@ class CheckpointFitHook(Hook):
         head = f'{self.source} does not fit {type(model).__name__}'
         if self.allow_partial:
             print_log('\n'.join([f'{head}; loading only the matching weights (--allow-partial-load):', *lines]),
-                      logger='current', level=30)
+                      logger='current', level=logging.WARNING)
             return
         raise CheckpointMismatch('\n'.join([
             f'{head} (another model\'s or another dataset\'s checkpoint?):', *lines,

@@ -18,6 +18,7 @@ Where a resume cannot be exact, :func:`resume_exactness_problems` says why, befo
 
 Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` (``inline_common.py`` has it).
 """
+import logging
 import hashlib
 import random
 import zipfile
@@ -99,7 +100,7 @@ class DeterministicResumeHook(Hook):
             if self._resumed is None:
                 print_log('DeterministicResumeHook: the checkpoint holds no random-generator states (written '
                           'without this hook); the resumed run will draw other random numbers than the '
-                          'interrupted one.', logger='current', level=30)
+                          'interrupted one.', logger='current', level=logging.WARNING)
 
     def before_train(self, runner) -> None:
         loop = runner.train_loop
@@ -114,7 +115,7 @@ class DeterministicResumeHook(Hook):
                           f'{built_with}, the interrupted run\'s with {saved["sampler_seed"]}, so the data order '
                           f'and the data workers\' augmentations differ. Resume with tools/train.py --resume, or '
                           f'set randomness.seed={saved["seed"]} and train_dataloader.sampler.seed='
-                          f'{saved["sampler_seed"]}.', logger='current', level=30)
+                          f'{saved["sampler_seed"]}.', logger='current', level=logging.WARNING)
             restore_rng_state(saved)
 
     def before_train_epoch(self, runner) -> None:
