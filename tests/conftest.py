@@ -15,9 +15,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-import mmengine_caches
 import pytest
 import torch
+
+import mmengine_caches
 from helpers import TINY_KINDS, TOY_DATA, build_tiny, import_tool
 
 if os.environ.get('PYTEST_XDIST_WORKER'):

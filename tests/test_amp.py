@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from helpers import import_tool
-from inline_dense_dev.gpu_check.attention_step import trained_scale_layer
 from inline_dense.models import InLineAttention
+from inline_dense_dev.gpu_check.attention_step import trained_scale_layer
 
 STAGE1_HW = (400, 608)  # a 1600x2432 image at stride 4
 C, HEADS = 96, 3

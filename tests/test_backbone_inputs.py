@@ -103,7 +103,6 @@ def test_a_6000x200_picture_through_the_inferencers(config, tmp_path):
     """Resized to 128 on its long side, the picture is 4 pixels high: below the total stride."""
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
-
     from test_inferencers import own_picture, run_inferencer
     path = ROOT / 'configs' / 'toy' / config
     cfg = Config.fromfile(str(path))

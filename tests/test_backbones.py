@@ -16,7 +16,7 @@ INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
 
 def expected_shapes(h, w, dims):
     shapes, sh, sw = [], math.ceil(h / 4), math.ceil(w / 4)
-    for i, d in enumerate(dims):
+    for d in dims:
         shapes.append((1, d, sh, sw))
         sh, sw = math.ceil(sh / 2), math.ceil(sw / 2)
     return shapes
@@ -206,9 +206,10 @@ def test_bad_settings_raise_clear_errors(kwargs, words):
 def test_registered_in_mmdet_and_mmseg():
     pytest.importorskip('mmdet')
     pytest.importorskip('mmseg')
-    import inline_dense  # noqa: F401
     from mmdet.registry import MODELS as DET
     from mmseg.registry import MODELS as SEG
+
+    import inline_dense  # noqa: F401  (registers the backbones, the subject of this test)
     for registry in (DET, SEG):
         assert registry.get('InLineSwin') is InLineSwin and registry.get('InLinePVT') is InLinePVT
         assert registry.get('InLineCSwin') is InLineCSwin

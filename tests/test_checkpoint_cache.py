@@ -10,10 +10,15 @@ import threading
 from pathlib import Path
 
 import pytest
+import test_checkpoint_download as downloads
+from reference_models import authors_checkpoint
+from test_checkpoint_download import cache_entries, cached, publish
 
 from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve
-from reference_models import authors_checkpoint
-from test_checkpoint_download import cache_entries, cached, isolated, publish, server  # noqa: F401 (fixtures)
+
+# The download tests' fixtures serve these tests too: the local HTTP server, and the empty cache (autouse).
+server = downloads.server
+isolated = downloads.isolated
 
 
 def data(variant):

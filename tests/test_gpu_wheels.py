@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def make_wheel(folder: Path, name: str, version: str, requires: List[str]) -> Path:
     """A minimal wheel file: just its METADATA."""
     path = folder / f'{name}-{version}-py3-none-any.whl'
-    meta = [f'Metadata-Version: 2.1', f'Name: {name}', f'Version: {version}'] + [f'Requires-Dist: {r}' for r in requires]
+    meta = ['Metadata-Version: 2.1', f'Name: {name}', f'Version: {version}'] + [f'Requires-Dist: {r}' for r in requires]
     with zipfile.ZipFile(path, 'w') as zf:
         zf.writestr(f'{name}-{version}.dist-info/METADATA', '\n'.join(meta) + '\n')
     return path

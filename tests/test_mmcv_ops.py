@@ -35,7 +35,9 @@ stand_in_only = pytest.mark.skipif(not _stand_in(), reason='a test of the mmcv-l
 
 def test_mmcv_lite_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
     import importlib.metadata
+
     import mmcv
+
     from inline_dense.ops import mmcv_ext, uses_stand_in
     pins = dict(line.split('#')[0].strip().split('==') for line in (ROOT / 'requirements' / 'lock.txt').open()
                 if '==' in line.split('#')[0])
@@ -172,6 +174,7 @@ def test_softmax_focal_loss_matches_its_formula():
 @stand_in_only
 def test_an_op_without_a_stand_in_says_which_and_how_to_get_it():
     from mmcv.ops import box_iou_rotated
+
     from inline_dense.ops import mmcv_ext
     with pytest.raises(mmcv_ext().MissingCompiledOpError, match=r"'box_iou_rotated'.*MMCV=full"):
         box_iou_rotated(torch.rand(2, 5), torch.rand(2, 5))

@@ -5,11 +5,12 @@ import gc
 import mmengine.config.config as config_module
 import mmengine.config.utils as config_utils
 import mmengine.dataset.base_dataset as base_dataset
-import mmengine_caches
 import pytest
-from helpers import ROOT
 from mmengine.config import Config
 from mmengine.utils import get_installed_path
+
+import mmengine_caches
+from helpers import ROOT
 
 CONFIG = ROOT / 'configs' / 'mask_rcnn' / 'mask-rcnn_inline-swin-t_fpn_1x_coco.py'
 

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from inline_dense.models.convert import convert_file  # noqa: E402
+from inline_dense.models.convert import convert_file  # noqa: E402  (needs the checkout on sys.path first)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

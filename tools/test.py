@@ -10,8 +10,17 @@ import argparse
 import os.path as osp
 
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
-                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.launch import (
+    MissingDatasetError,
+    adapt_to_cpu,
+    build_runner,
+    check_datasets,
+    default_work_dir,
+    load_config,
+    run_tool,
+    set_local_rank,
+    setup_codebase,
+)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 
 USER_ERRORS = (CheckpointError, MissingDatasetError, UnsupportedMmengine)

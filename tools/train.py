@@ -17,11 +17,20 @@ import warnings
 
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.checkpointing import HookOptionError, is_complete_checkpoint, own_checkpoint
-from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
-                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.launch import (
+    MissingDatasetError,
+    adapt_to_cpu,
+    build_runner,
+    check_datasets,
+    default_work_dir,
+    load_config,
+    run_tool,
+    set_local_rank,
+    setup_codebase,
+)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
-from inline_dense.ops import uses_stand_in
 from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
+from inline_dense.ops import uses_stand_in
 
 USER_ERRORS = (CheckpointError, HookOptionError, MissingDatasetError, UnsupportedMmengine)
 
@@ -114,7 +123,7 @@ def main(argv=None) -> None:
             dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
     check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     for problem in resume_exactness_problems(cfg):
-        warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.')
+        warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.', stacklevel=1)
     adapt_to_cpu(cfg)
     build_runner(cfg).train()
 

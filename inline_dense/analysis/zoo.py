@@ -7,9 +7,8 @@ Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,
 """
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
-import torch
 from torch import nn
 
 from ..models import InLineCSwin, InLinePVT, InLineSwin

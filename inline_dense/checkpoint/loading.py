@@ -197,8 +197,9 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     dropped = dropped + unused
     fresh = [k for k in model_state if k not in usable]
     origin = path if path == checkpoint else f'{checkpoint} ({path})'
-    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; dropped {len(dropped)} '
-              f'unused by dense prediction ({_summary(dropped)}); newly initialised: {_summary(fresh)}',
+    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; '
+              f'dropped {len(dropped)} unused by dense prediction ({_summary(dropped)}); '
+              f'newly initialised: {_summary(fresh)}',
               logger='current')
     return dropped
 

@@ -16,9 +16,9 @@ header and no other URL can take a file's place. Every use checks the file again
 cache serves what it holds. ``loading.register_mmengine_scheme`` makes
 ``mmengine.runner.load_checkpoint(model, 'inline://...')`` work too.
 """
-import logging
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import urllib.parse
@@ -27,8 +27,17 @@ from typing import Dict, NamedTuple, Optional
 
 from mmengine.logging import print_log
 
-from .download import (CorruptCacheError, DownloadError, archive_problem, cache_lock, delete_hint, download,
-                       read_sidecar, sidecar_of, verify)
+from .download import (
+    CorruptCacheError,
+    DownloadError,
+    archive_problem,
+    cache_lock,
+    delete_hint,
+    download,
+    read_sidecar,
+    sidecar_of,
+    verify,
+)
 
 SCHEME = 'inline://'
 

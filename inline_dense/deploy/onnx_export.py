@@ -53,7 +53,10 @@ def dynamic_image_shapes() -> Tuple[dict, ...]:
     return ({0: dim, 2: dim, 3: dim},)
 
 
-def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[int, Optional[int]]]:
+InputRanges = Dict[str, Tuple[int, Optional[int]]]  # input axis name -> (lowest, highest or None: no bound)
+
+
+def input_ranges(exported: 'torch.export.ExportedProgram') -> InputRanges:
     """(min, max or None) of the image's batch, height and width that the exported graph holds for:
     the branches taken while tracing (one window for a small grid, say) bound them."""
     name = exported.graph_signature.user_inputs[0]
@@ -71,7 +74,7 @@ def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[in
 
 
 def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
-                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> Dict[str, Tuple[int, Optional[int]]]:
+                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> InputRanges:
     """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
     height and width; returns :func:`input_ranges`. The example input is random: only its shape
     matters."""
@@ -87,7 +90,7 @@ def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
 
 def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],
                          example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None,
-                         log: Callable[[str], None] = print) -> Tuple[Optional[str], Dict[str, Tuple[int, Optional[int]]]]:
+                         log: Callable[[str], None] = print) -> Tuple[Optional[str], InputRanges]:
     """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
     with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
     layers' own, or no InLine layer) and the input ranges. ``module``'s layers keep their own
@@ -142,9 +145,9 @@ def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHA
         feed = {name: image.numpy()}
         with torch.no_grad():
             ref = [t.float() for t in tensors_in(module(image))]
-            torch_ms = _median_ms(lambda: module(image), runs)
+            torch_ms = _median_ms(lambda image=image: module(image), runs)
         got = [torch.from_numpy(a) for a in session.run(None, feed)]
-        ort_ms = _median_ms(lambda: session.run(None, feed), runs)
+        ort_ms = _median_ms(lambda feed=feed: session.run(None, feed), runs)
         if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref)):
             raise OnnxMismatchError(
                 f'{path}: at input {shape} onnxruntime returned shapes {[tuple(g.shape) for g in got]}, PyTorch '

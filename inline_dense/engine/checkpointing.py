@@ -14,10 +14,10 @@ it checks the checkpoint the pointer names and falls back to the newest complete
 
 Config: ``default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', interval=1))``.
 """
-import logging
 import difflib
 import glob
 import inspect
+import logging
 import os
 import os.path as osp
 import re

@@ -116,7 +116,7 @@ def adapt_to_cpu(cfg) -> None:
     cfg.model_wrapper_cfg = wrapper
     if _replace_types(cfg.model, 'SyncBN', 'BN'):
         warnings.warn('no GPU: SyncBN layers are replaced by BN (torch supports SyncBatchNorm on GPUs only); '
-                      'batch statistics are per process.')
+                      'batch statistics are per process.', stacklevel=2)
     if cfg.get('sync_bn'):
         cfg.sync_bn = None
     init_cpu_process_group(dist_cfg)
@@ -159,9 +159,11 @@ class MissingDatasetError(FileNotFoundError):
 # What each dataset type's data_root holds and where to get it (the datasets' own sites).
 DATASET_HELP = {
     'CocoDataset': ('COCO 2017: annotations/instances_{train,val}2017.json, train2017/, val2017/',
-                    'https://cocodataset.org/#download (or mmdet\'s tools/misc/download_dataset.py --dataset-name coco2017)',
+                    'https://cocodataset.org/#download (or mmdet\'s tools/misc/download_dataset.py '
+                    '--dataset-name coco2017)',
                     'configs/toy/mask-rcnn_inline-swin-mini_fpn_toy-coco.py'),
-    'ADE20KDataset': ('ADE20K (ADEChallengeData2016): images/{training,validation}/, annotations/{training,validation}/',
+    'ADE20KDataset': ('ADE20K (ADEChallengeData2016): images/{training,validation}/, '
+                      'annotations/{training,validation}/',
                       'http://sceneparsing.csail.mit.edu/ (ADEChallengeData2016.zip)',
                       'configs/toy/upernet_inline-swin-mini_toy-ade.py'),
 }

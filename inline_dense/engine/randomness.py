@@ -18,19 +18,18 @@ Where a resume cannot be exact, :func:`resume_exactness_problems` says why, befo
 
 Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` (``inline_common.py`` has it).
 """
-import logging
 import hashlib
+import logging
 import random
 import zipfile
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
-
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
 from mmengine.logging import print_log
+from mmengine.registry import HOOKS
 from mmengine.runner import set_random_seed
 
 from .mmengine_compat import check_mmengine_version, runner_private
@@ -139,8 +138,9 @@ def rng_state(seed: int, sampler: Optional[int]) -> Dict[str, Any]:
     return {
         'seed': int(seed), 'sampler_seed': sampler,
         'python': {'version': version, 'key': torch.tensor(key, dtype=torch.int64), 'gauss': gauss},
-        'numpy': {'key': torch.from_numpy(np_state['state']['key'].astype(np.int64)), 'pos': int(np_state['state']['pos']),
-                  'has_gauss': int(np_state['has_gauss']), 'gauss': float(np_state['gauss'])},
+        'numpy': {'key': torch.from_numpy(np_state['state']['key'].astype(np.int64)),
+                  'pos': int(np_state['state']['pos']), 'has_gauss': int(np_state['has_gauss']),
+                  'gauss': float(np_state['gauss'])},
         'torch': torch.get_rng_state(),
         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
     }

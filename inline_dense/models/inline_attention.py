@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
+
 # merge_heads is imported from here by the window and CSwin attention modules
 from .tensor_utils import cast, check_heads, merge_heads, traced  # noqa: F401  (merge_heads: re-exported)
 

@@ -7,6 +7,7 @@ import torch
 
 from inline_dense.analysis.timing import make_step
 from inline_dense.analysis.zoo import build_backbone, init_model
+
 from .measure import Emit, recorded, release, time_step
 from .plan import CheckPlan
 

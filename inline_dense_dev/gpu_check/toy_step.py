@@ -10,6 +10,7 @@ from types import ModuleType
 import torch
 
 from inline_dense.engine.launch import REPO_ROOT
+
 from .measure import Emit, recorded
 from .plan import CheckPlan
 

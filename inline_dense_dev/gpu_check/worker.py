@@ -20,6 +20,7 @@ def main(argv: List[str]) -> None:
     if len(argv) != 2 or argv[0] not in MODULES:
         sys.exit(f'usage: python -m inline_dense_dev.gpu_check.worker {{{",".join(MODULES)}}} PLAN_JSON')
     import inline_dense  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
+
     from .plan import CheckPlan
     plan = CheckPlan.from_json(json.loads(argv[1]))
     if plan.threads:
