@@ -3,10 +3,11 @@
 Each cache answers with what mmengine itself would (tests/test_mmengine_caches.py compares them),
 keeps the original as ``__wrapped__``, and changes only how often the work is done:
 
-* :func:`metainfo_once`: which file a ``mmdet::`` / ``mmseg::`` config name means. mmengine parses
-  every metafile of the package (about 100 YAML files) for each such base of a config; the answer
-  depends on the installed package only, so it is looked up once per process and handed out as a
-  copy (a caller may change its dict without changing the next caller's).
+* :func:`metainfo_once`: the metafiles that say which file a ``mmdet::`` / ``mmseg::`` config name
+  means. mmengine parses every metafile of the package (about 100 YAML files) for each such name of
+  a config; they do not change while the tests run, so each is parsed once per process. mmengine's
+  lookup only reads them, and the entry it returns is handed out as a copy, so a caller that changes
+  it does not change what the next caller gets.
 * :func:`format_configs_once`: yapf's formatting of a config's text, which a Runner asks for again
   for its log, its config dump, its visualizer and every checkpoint; a pure function of the text
   and the style, so each distinct text is formatted once per process.
@@ -18,21 +19,29 @@ keeps the original as ``__wrapped__``, and changes only how often the work is do
 import copy
 import functools
 import gc
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict
 
 
 def metainfo_once() -> None:
     import mmengine.config.utils as config_utils
+    read = config_utils.load
+    parsed: Dict[str, Any] = {}
+
+    @functools.wraps(read)
+    def load(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs or not str(path).endswith('.yml'):
+            return read(path, *args, **kwargs)
+        if path not in parsed:
+            parsed[path] = read(path)
+        return parsed[path]  # shared: mmengine's lookup below only reads it
+
     lookup = config_utils._get_cfg_metainfo
-    found: Dict[Tuple[str, str], dict] = {}
 
     @functools.wraps(lookup)
-    def cached(package_path: str, cfg_path: str) -> dict:
-        key = (package_path, cfg_path)
-        if key not in found:
-            found[key] = lookup(package_path, cfg_path)
-        return copy.deepcopy(found[key])
-    config_utils._get_cfg_metainfo = cached
+    def copied(package_path: str, cfg_path: str) -> dict:
+        return copy.deepcopy(lookup(package_path, cfg_path))  # the one dict that leaves mmengine's lookup
+    config_utils.load = load
+    config_utils._get_cfg_metainfo = copied
 
 
 def format_configs_once() -> None:

@@ -16,15 +16,17 @@ CONFIG = ROOT / 'configs' / 'mask_rcnn' / 'mask-rcnn_inline-swin-t_fpn_1x_coco.p
 
 
 def test_the_caches_are_installed_and_keep_the_originals():
-    for patched in (config_utils._get_cfg_metainfo, config_module.FormatCode):
+    for patched in (config_utils.load, config_utils._get_cfg_metainfo, config_module.FormatCode):
         assert hasattr(patched, '__wrapped__') and patched is not patched.__wrapped__
     assert base_dataset.gc is mmengine_caches.YoungGenerations
 
 
-def test_metainfo_is_mmengines_and_a_callers_change_does_not_reach_the_next():
+def test_metainfo_is_mmengines_and_a_callers_change_does_not_reach_the_next(monkeypatch):
     package = get_installed_path('mmdet')
     name = 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
-    uncached = config_utils._get_cfg_metainfo.__wrapped__(package, name)
+    with monkeypatch.context() as uncached_mmengine:
+        uncached_mmengine.setattr(config_utils, 'load', config_utils.load.__wrapped__)
+        uncached = config_utils._get_cfg_metainfo.__wrapped__(package, name)
     first = config_utils._get_cfg_metainfo(package, name)
     assert first == uncached
     first['Config'] = 'changed by a caller'
@@ -37,6 +39,7 @@ def test_a_config_reads_and_prints_the_same_with_and_without_the_caches(monkeypa
     cached = Config.fromfile(str(CONFIG))
     cached_text = cached.pretty_text
     assert cached.pretty_text == cached_text  # the second call is answered from the cache
+    monkeypatch.setattr(config_utils, 'load', config_utils.load.__wrapped__)
     monkeypatch.setattr(config_utils, '_get_cfg_metainfo', config_utils._get_cfg_metainfo.__wrapped__)
     monkeypatch.setattr(config_module, 'FormatCode', config_module.FormatCode.__wrapped__)
     uncached = Config.fromfile(str(CONFIG))
