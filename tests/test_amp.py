@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import import_tool
-from inline_dense.analysis.gpu_check.attention_step import trained_scale_layer
+from helpers import import_tool
 from inline_dense.models import InLineAttention
+from inline_dense_dev.gpu_check.attention_step import trained_scale_layer
 
 STAGE1_HW = (400, 608)  # a 1600x2432 image at stride 4
 C, HEADS = 96, 3
@@ -175,7 +175,7 @@ TOY_CONFIGS = ['retinanet_inline-pvt-mini_fpn_toy-coco.py', 'upernet_inline-swin
 
 def train_amp(name: str, work) -> None:
     """``tools/train.py --amp`` for two iterations of a toy config, in this process (the tool run
-    as a script: test_tools_hardening.py::test_a_missing_dataset_from_the_command_line_has_no_traceback)."""
+    as a script: test_tools_safeguards.py::test_a_missing_dataset_from_the_command_line_has_no_traceback)."""
     opts = ['train_cfg.max_iters=2', 'train_cfg.val_interval=1000', 'train_dataloader.batch_size=2',
             'default_hooks.checkpoint.interval=2', 'default_hooks.logger.interval=1', 'randomness.seed=0']
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):

@@ -9,7 +9,7 @@ from typing import List, Sequence, Tuple
 import pytest
 import torch
 
-from conftest import build_tiny
+from helpers import build_tiny
 from inline_dense.engine import enable_padding_mask, image_shapes, padded_batch
 
 STRIDES = (4, 8, 16, 32)

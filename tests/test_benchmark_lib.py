@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.analysis import ablation, jobs, report, rows, timing, zoo
-from inline_dense.analysis.inline_impl import inline_impl, inline_layers
 from inline_dense.analysis.worker import run_worker
+from inline_dense.runtime import inline_impl, inline_layers
 
 ROOT = Path(__file__).resolve().parents[1]
 

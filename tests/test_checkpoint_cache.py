@@ -1,4 +1,4 @@
-"""The checkpoint cache cannot be poisoned or truncated (issue 17): names come from URLs only,
+"""The checkpoint cache cannot be poisoned or truncated: names come from URLs only,
 no download replaces another URL's file, only complete archives enter, a read-only cache serves
 what it holds, files get the umask's mode. Served from 127.0.0.1 only (see test_checkpoint_download)."""
 import builtins
@@ -10,10 +10,15 @@ import threading
 from pathlib import Path
 
 import pytest
+import test_checkpoint_download as downloads
+from reference_models import authors_checkpoint
+from test_checkpoint_download import cache_entries, cached, publish
 
 from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve
-from reference_models import authors_checkpoint
-from test_checkpoint_download import cache_entries, cached, isolated, publish, server  # noqa: F401 (fixtures)
+
+# The download tests' fixtures serve these tests too: the local HTTP server, and the empty cache (autouse).
+server = downloads.server
+isolated = downloads.isolated
 
 
 def data(variant):

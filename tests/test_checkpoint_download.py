@@ -14,12 +14,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
 
 import inline_dense  # noqa: F401  (registers the inline:// scheme with mmengine)
-from inline_dense.checkpoint import (CorruptCacheError, DownloadError, checkpoint_cache, load_pretrained, resolve,
-                                     sources)
+from inline_dense.checkpoint import (
+    CorruptCacheError,
+    DownloadError,
+    checkpoint_cache,
+    load_pretrained,
+    resolve,
+    sources,
+)
 from inline_dense.checkpoint.sources import Published
-from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
 
 TOL = 1e-4  # as tests/test_fidelity.py
 

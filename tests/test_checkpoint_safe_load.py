@@ -15,10 +15,10 @@ import types
 
 import pytest
 import torch
-
-import inline_dense  # noqa: F401
-from inline_dense.checkpoint import CheckpointError, PickledObject, read_checkpoint, safe_unpickle, select_weights
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
+
+import inline_dense  # noqa: F401  (registers the backbones and the weights_only allow-list)
+from inline_dense.checkpoint import CheckpointError, PickledObject, read_checkpoint, safe_unpickle, select_weights
 
 TOL = 1e-4
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
 
-from conftest import EVERY_KIND_ONCE
+from helpers import EVERY_KIND_ONCE
 from inline_dense.models.inline_attention import InLineAttention, depthwise3x3
 from inline_dense.models.layers import TransformerBlock
 

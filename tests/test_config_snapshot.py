@@ -1,8 +1,8 @@
 """Every runnable config merges to the same settings as the stored snapshot.
 
 ``tests/data/merged_configs.json`` holds ``Config.fromfile(path).to_dict()`` of every config under
-``configs/`` outside ``_base_`` folders, taken from the configs before they were reorganised to
-share their common pieces (issue 18). A refactoring of the config files (new bases, moved blocks)
+``configs/`` outside ``_base_`` folders, taken before the configs were reorganised to share
+their common pieces. A refactoring of the config files (new bases, moved blocks)
 must leave every merged config as it was; a change of settings is a deliberate act: rewrite the
 snapshot with ``python tests/test_config_snapshot.py --write`` and let the diff show it.
 
@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from conftest import load_config
+from helpers import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_ROOT = ROOT / 'configs'
@@ -47,7 +47,7 @@ def plain(value: Any) -> Any:
 
 
 def merged(path: Path) -> Dict[str, Any]:
-    """The merged config as JSON data (read once per session with test_configs, conftest.load_config)."""
+    """The merged config as JSON data (read once per session with test_configs, helpers.load_config)."""
     return plain(load_config(path).to_dict())
 
 

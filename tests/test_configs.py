@@ -17,7 +17,7 @@ import torch
 from mmengine.config import Config, DictAction
 from mmengine.optim import build_optim_wrapper
 
-from conftest import load_config
+from helpers import load_config
 
 CONFIG_ROOT = Path(__file__).resolve().parents[1] / 'configs'
 SKIPPED_DIRS = {'_base_', 'toy'}  # bases are not runnable; toy configs have their own tests
@@ -94,7 +94,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def load(path: Path) -> Config:
-    """A fresh copy of the config, read once per session (conftest.load_config)."""
+    """A fresh copy of the config, read once per session (helpers.load_config)."""
     return load_config(path)
 
 
@@ -129,7 +129,7 @@ def test_every_expected_config_exists():
         + ['retinanet_inline-swin-t_fpn_1x_coco.py']
         + [f'fpn_inline-pvt-{s}_4xb4-80k_ade20k-512x512.py' for s in 'tsml']
         + [f'upernet_inline-swin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb']
-        # issue 10: InLine-CSwin (15) and Cascade Mask R-CNN with InLine-Swin (4)
+        # InLine-CSwin (15) and Cascade Mask R-CNN with InLine-Swin (4)
         + [f'mask-rcnn_inline-cswin-{s}_fpn_1x_coco.py' for s in 'tsb']
         + [f'mask-rcnn_inline-cswin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb']
         + [f'cascade-mask-rcnn_inline-cswin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb']

@@ -8,9 +8,15 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import EVERY_KIND_ONCE
-from inline_dense.deploy import (EXPORT_SHAPE, AdaptiveAvgPool2dByMatmul, OnnxMismatchError, check_onnx, export_onnx,
-                                 replace_adaptive_pooling)
+from helpers import EVERY_KIND_ONCE
+from inline_dense.deploy import (
+    EXPORT_SHAPE,
+    AdaptiveAvgPool2dByMatmul,
+    OnnxMismatchError,
+    check_onnx,
+    export_onnx,
+    replace_adaptive_pooling,
+)
 
 # Sides above 7 * 32 (Swin's one-window rule does not apply at stride 32), multiples of neither 32 nor 7.
 CHECK = [(1, 3, 233, 247), (2, 3, 250, 229), (1, 3, 297, 241)]

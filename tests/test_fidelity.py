@@ -1,10 +1,10 @@
 """Our backbones reproduce the authors' models: every stage output of every fixture case."""
 import pytest
 import torch
-
-from conftest import import_tool
-from inline_dense.checkpoint import load_pretrained
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone, load_reference
+
+from helpers import import_tool
+from inline_dense.checkpoint import load_pretrained
 
 TOL = 1e-4
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import import_tool
-from inline_dense.analysis.gpu_check.attention_step import DTYPES
-from inline_dense.analysis.gpu_check.plan import BACKBONES, STEPS, CheckPlan, dry_run_plan
-from inline_dense.analysis.gpu_check.results import JSON_NAME, MD_NAME, Results
-from inline_dense.analysis.gpu_check.runner import run_check
+from helpers import import_tool
 from inline_dense.models.inline_attention import IMPLS
+from inline_dense_dev.gpu_check.attention_step import DTYPES
+from inline_dense_dev.gpu_check.plan import BACKBONES, STEPS, CheckPlan, dry_run_plan
+from inline_dense_dev.gpu_check.results import JSON_NAME, MD_NAME, Results
+from inline_dense_dev.gpu_check.runner import run_check
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / 'tests' / 'data' / 'fixtures'

@@ -6,10 +6,11 @@ at the top of a file: a function-level import hides a cycle, it does not remove 
 ``inline_dense.a`` too (except for the importer's own packages, which are already running).
 
 Layers, top-down (a subpackage imports only from the layers below its own): the tools (outside the
-package), then ``analysis`` (measuring: it may run what the tools run), then ``engine`` / ``toy_data``
-(training pieces, toy datasets), then ``models``, then ``checkpoint`` (reading, finding and
-downloading checkpoints knows nothing about models), then the leaves ``typing`` and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of
-its siblings.
+package), then ``analysis`` (measuring) and ``deploy`` (exporting), which borrow nothing from each
+other, then ``runtime`` (a model from a config, switching the InLine evaluation: what both run), then
+``engine`` / ``toy_data`` (training pieces, toy datasets), then ``models``, then ``checkpoint``
+(reading, finding and downloading checkpoints knows nothing about models), then the leaves ``typing``
+and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of its siblings.
 """
 import ast
 import sys
@@ -22,8 +23,8 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
 
 LAYERS = [
-    {'deploy'},
-    {'analysis'},
+    {'analysis', 'deploy'},
+    {'runtime'},
     {'engine', 'toy_data'},
     {'models'},
     {'checkpoint'},
@@ -220,16 +221,21 @@ def test_no_function_level_import_of_a_sibling_package(edges):
                         'the top of the file):\n' + listing(hidden))
 
 
+def upward_imports(edges: List[Edge]) -> List[Edge]:
+    """Imports of a sibling subpackage in the importer's own layer or above it."""
+    return [e for a, targets in sibling_imports(edges).items() for b, found in targets.items()
+            for e in found if layer_of(b) <= layer_of(a)]
+
+
 def test_subpackages_import_only_lower_layers(edges):
-    upward = [e for a, targets in sibling_imports(edges).items() for b, found in targets.items()
-              for e in found if layer_of(b) <= layer_of(a)]
-    assert not upward, ('imports that do not go down the layers (analysis > engine/toy_data > models > '
-                        'checkpoint > typing/ops):\n' + listing(upward))
+    upward = upward_imports(edges)
+    assert not upward, ('imports that do not go down the layers (analysis/deploy > runtime > engine/toy_data > '
+                        'models > checkpoint > typing/ops):\n' + listing(upward))
 
 
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
-# issue 18: checkpoint/loading.py still defines its own StateDict; the checkpoint rewrite (issue 17's
-# branch) owns that file: `from ..typing import StateDict` there, then this entry goes.
+
+
 def alias_definitions(package_dir: Path) -> List[tuple]:
     """(file, name, line) of every module-level assignment to a shared alias outside typing.py."""
     found = []
@@ -291,6 +297,21 @@ def test_importing_a_module_runs_its_package(tmp_path):
     })
     found = cycles(import_edges(pkg))
     assert [sorted(e.source for e in c) for c in found] == [['pkg.high.model', 'pkg.low']]
+
+
+def test_deploy_borrowing_from_analysis_is_refused(tmp_path):
+    """``deploy`` and ``analysis`` share a layer: either importing the other is an upward import;
+    both may import ``runtime``."""
+    pkg = _package(tmp_path, {
+        '__init__.py': '',
+        'runtime/__init__.py': '',
+        'analysis/__init__.py': 'from ..runtime import build\n',
+        'analysis/zoo.py': '',
+        'deploy/__init__.py': '',
+        'deploy/models.py': 'from ..runtime import build\nfrom ..analysis.zoo import ConfigModel\n',
+    })
+    found = {(e.source, e.target) for e in upward_imports(import_edges(pkg))}
+    assert found == {('pkg.deploy.models', 'pkg.analysis'), ('pkg.deploy.models', 'pkg.analysis.zoo')}
 
 
 def test_an_alias_defined_again_is_found(tmp_path):

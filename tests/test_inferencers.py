@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import torch
 
-import inline_dense  # noqa: F401
-from conftest import load_config, shrink_backbone
+import inline_dense  # noqa: F401  (registers the backbones the configs build)
+from helpers import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / 'configs'

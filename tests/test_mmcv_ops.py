@@ -35,14 +35,19 @@ stand_in_only = pytest.mark.skipif(not _stand_in(), reason='a test of the mmcv-l
 
 def test_mmcv_lite_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
     import importlib.metadata
+
     import mmcv
+
     from inline_dense.ops import mmcv_ext, uses_stand_in
-    assert mmcv.__version__ == '2.1.0'
+    pins = dict(line.split('#')[0].strip().split('==') for line in (ROOT / 'requirements' / 'lock.txt').open()
+                if '==' in line.split('#')[0])
     try:
         importlib.metadata.version('mmcv-lite')
     except importlib.metadata.PackageNotFoundError:  # MMCV=full: compiled mmcv, used unchanged
+        assert mmcv.__version__ == pins['mmcv'], 'compiled mmcv is not the version the lock pins'
         assert not uses_stand_in(), f'mmcv._ext is {mmcv_ext()}, but compiled mmcv is installed'
     else:
+        assert mmcv.__version__ == pins['mmcv-lite'], 'mmcv-lite is not the version the lock pins'
         assert uses_stand_in(), f'mmcv._ext is {mmcv_ext()}: with mmcv-lite it should be the stand-in'
 
 
@@ -169,6 +174,7 @@ def test_softmax_focal_loss_matches_its_formula():
 @stand_in_only
 def test_an_op_without_a_stand_in_says_which_and_how_to_get_it():
     from mmcv.ops import box_iou_rotated
+
     from inline_dense.ops import mmcv_ext
     with pytest.raises(mmcv_ext().MissingCompiledOpError, match=r"'box_iou_rotated'.*MMCV=full"):
         box_iou_rotated(torch.rand(2, 5), torch.rand(2, 5))

@@ -98,7 +98,7 @@ def test_a_name_someone_else_registered_is_not_overwritten():
             pass
 
         try:
-            import inline_dense  # noqa: F401
+            import inline_dense  # noqa: F401  (the import itself is under test: it must refuse the taken name)
         except KeyError as err:
             print('refused:', err)
         print('kept:', MODELS.get('InLineSwin').__module__)

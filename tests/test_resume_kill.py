@@ -39,7 +39,7 @@ def build_runner(work_dir: str, resume: bool, plain: bool, seed=0):
     from torch import nn
     from torch.utils.data import Dataset
 
-    import inline_dense.engine  # noqa: F401  registers the hooks
+    import inline_dense.engine  # noqa: F401  (registers the hooks)
     from inline_dense.models import InLineSwin
 
     class Net(BaseModel):
@@ -158,13 +158,13 @@ def _in_child(run, log_path, cwd=None, env=None) -> None:
 
 
 def _train_tool(argv) -> None:
-    from conftest import import_tool
+    from helpers import import_tool
     import_tool('train').main(argv)
 
 
-# conftest: its once-per-process caches (metafiles, config formatting) serve every forked run too
+# conftest installs the suite's mmengine caches (tests/mmengine_caches.py): they serve every forked run too
 _PRELOAD = ['torch', 'mmengine.runner', 'mmengine.evaluator', 'mmengine.model', 'inline_dense.engine',
-            'inline_dense.models', 'conftest', __name__]
+            'inline_dense.models', 'conftest', 'helpers', __name__]
 
 
 def forked(run, expect_kill=False, cwd=None, env=None) -> str:
@@ -306,6 +306,7 @@ def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
     import logging
 
     from mmengine.logging import MMLogger
+
     from inline_dense.engine.randomness import RNG_KEY
     torch.set_num_threads(1)
     first = build_runner(str(tmp_path), False, False, seed=None)
@@ -388,6 +389,7 @@ def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
     losses, same mAP as an uninterrupted run."""
     pytest.importorskip('mmdet')
     from mmengine.config import Config
+
     from inline_dense.toy_data import make_toy_coco
     make_toy_coco(str(tmp_path / 'data' / 'toy_coco'), num_train=8, num_val=3, image_size=64)
     (tmp_path / 'killer.py').write_text(KILLER)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.engine import launch
 from inline_dense.toy_data import TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade, make_toy_coco, read_stamp
 
@@ -116,9 +116,10 @@ def test_make_toy_data_tool(tmp_path, capsys):
 
 
 def test_toy_datasets_generate_on_first_use(tmp_path):
-    from inline_dense.toy_data import datasets  # noqa: F401  (registers them)
     from mmdet.registry import DATASETS as DET
     from mmseg.registry import DATASETS as SEG
+
+    from inline_dense.toy_data import datasets  # noqa: F401  (registers them)
 
     coco_root = tmp_path / 'toy_coco'
     det = DET.build(dict(type='mmdet.ToyCocoDataset', data_root=str(coco_root), toy_data=SMALL,
@@ -279,6 +280,6 @@ def test_cpu_process_group_needs_torchrun_env(monkeypatch):
 
 def test_dist_scripts_usage():
     import subprocess
-    for script, nargs in (('dist_train.sh', 2), ('dist_test.sh', 3)):
+    for script in ('dist_train.sh', 'dist_test.sh'):
         res = subprocess.run(['bash', str(ROOT / 'tools' / script)], capture_output=True, text=True)
         assert res.returncode == 2 and 'usage' in res.stderr

@@ -15,8 +15,8 @@ from typing import Dict, List
 import pytest
 import torch
 
-from conftest import TOY_DATA, import_tool
 import inline_dense  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
+from helpers import TOY_DATA, import_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'

@@ -108,6 +108,7 @@ def run_sweep(args: argparse.Namespace) -> Dict[str, Any]:
 def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
     """One InLine attention layer and its variants, interleaved; prints the table, returns the payload."""
     import torch
+
     from inline_dense.analysis.ablation import layer_rows, measure_layer
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -126,6 +127,7 @@ def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
 def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
     """Each model compiled once, run on every resolution; prints the table, returns the payload."""
     import torch
+
     from inline_dense.analysis.compiled import format_compile_rows, measure_compiled
     if args.threads:
         torch.set_num_threads(args.threads)

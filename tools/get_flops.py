@@ -38,6 +38,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     import torch
+
     from inline_dense.analysis import count_flops
     args = parse_args(argv)
     rows: List[Dict[str, Any]] = []

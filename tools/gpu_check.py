@@ -12,7 +12,6 @@ CPU reference, fp32/bf16/fp16; impl timings), backbones, detector (Mask R-CNN AM
 (the toy demo). Results: OUT/gpu_check.json and OUT/gpu_check.md, rewritten after every row.
 """
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -20,16 +19,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ('ops', 'attention', 'backbones', 'detector', 'toy')
-
-
-def load_wheels_module():
-    """inline_dense/analysis/gpu_check/wheels.py by its path: importing it through the package
-    would run ``inline_dense/__init__.py``, which needs mmdet, before the wheels are installed."""
-    spec = importlib.util.spec_from_file_location('inline_dense_gpu_wheels',
-                                                  ROOT / 'inline_dense' / 'analysis' / 'gpu_check' / 'wheels.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# inline_dense_dev sits beside inline_dense in the checkout, outside the wheel; its gpu_check.wheels
+# imports only the standard library and packaging, so it runs before the wheels are installed.
+sys.path.insert(0, str(ROOT))
+from inline_dense_dev.gpu_check import wheels  # noqa: E402  (needs the checkout on sys.path first)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -55,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def prepare(args: argparse.Namespace, wheels) -> int:
+def prepare(args: argparse.Namespace) -> int:
     sources = [Path(d) for d in args.fixtures_from] if args.fixtures_from else None
     try:
         report = wheels.prepare_wheel_folder(Path(args.prepare), fixture_sources=sources, python=args.python_version)
@@ -67,7 +60,7 @@ def prepare(args: argparse.Namespace, wheels) -> int:
     return 0
 
 
-def install(args: argparse.Namespace, wheels) -> dict:
+def install(args: argparse.Namespace) -> dict:
     """Checks the carried folder's requirement closure and installs it offline; a row for the results."""
     t0 = time.time()
     python = f'{sys.version_info.major}.{sys.version_info.minor}'
@@ -84,14 +77,12 @@ def install(args: argparse.Namespace, wheels) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.time()
-    wheels = load_wheels_module()
     if args.prepare:
-        return prepare(args, wheels)
-    wheel_row = install(args, wheels) if args.wheels else None
-    sys.path.insert(0, str(ROOT))
-    from inline_dense.analysis.gpu_check.plan import dry_run_plan, gpu_plan
-    from inline_dense.analysis.gpu_check.results import Results
-    from inline_dense.analysis.gpu_check.runner import run_check
+        return prepare(args)
+    wheel_row = install(args) if args.wheels else None
+    from inline_dense_dev.gpu_check.plan import dry_run_plan, gpu_plan
+    from inline_dense_dev.gpu_check.results import Results
+    from inline_dense_dev.gpu_check.runner import run_check
 
     fixtures = args.fixtures or (os.path.join(args.wheels, wheels.FIXTURE_DIR) if args.wheels
                                  else str(ROOT / 'tests' / 'data' / 'fixtures'))

@@ -9,7 +9,6 @@ import os.path as osp
 import time
 
 
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K datasets')
     parser.add_argument('which', nargs='?', choices=['coco', 'ade', 'all'], default='all')

@@ -57,9 +57,10 @@ IMPORT_CHECK = ('import torch, mmcv, mmcv.ops, mmdet, mmseg, inline_dense\n'
                 'b = torch.tensor([[0., 0., 4., 4.], [1., 1., 5., 5.]])\n'
                 'assert nms(b, torch.tensor([.9, .8]), .3)[1].tolist() == [0]\n'
                 'import mmcv._ext as ext\n'
-                "print('[setup] ok: torch', torch.__version__, '| mmcv', mmcv.__version__, '| mmdet', mmdet.__version__,"
-                " '| mmseg', mmseg.__version__, '| mmcv ops:', 'inline_dense stand-in (torchvision)' if "
-                "getattr(ext, 'IS_STAND_IN', False) else 'compiled')\n")
+                "print('[setup] ok: torch', torch.__version__, '| mmcv', mmcv.__version__,"
+                " '| mmdet', mmdet.__version__, '| mmseg', mmseg.__version__,"
+                " '| mmcv ops:', 'inline_dense stand-in (torchvision)' if getattr(ext, 'IS_STAND_IN', False)"
+                " else 'compiled')\n")
 
 
 class SetupError(Exception):
@@ -450,7 +451,7 @@ def install_compiled_mmcv(ctx: Context, pip: Pip, plan: Plan, constraints: Path)
     return str(wheel)
 
 
-# ----------------------------------------------------------------------------- --plan, --check-first-time, --update-lock
+# ------------------------------------------------------------------------ --plan, --check-first-time, --update-lock
 def print_plan(ctx: Context) -> None:
     state = observe(ctx)
     plan = decide(state)

@@ -10,9 +10,18 @@ import argparse
 import os.path as osp
 
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
-                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
 from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
+from inline_dense.engine.launch import (
+    MissingDatasetError,
+    adapt_to_cpu,
+    build_runner,
+    check_datasets,
+    default_work_dir,
+    load_config,
+    run_tool,
+    set_local_rank,
+    setup_codebase,
+)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 

@@ -17,17 +17,35 @@ import os.path as osp
 import warnings
 
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.checkpointing import (HookOptionError, is_complete_checkpoint, newest_complete_checkpoint,
-                                               own_checkpoint)
-from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
-                                        default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)
+from inline_dense.engine.checkpointing import (
+    HookOptionError,
+    is_complete_checkpoint,
+    newest_complete_checkpoint,
+    own_checkpoint,
+)
 from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
+from inline_dense.engine.launch import (
+    MissingDatasetError,
+    adapt_to_cpu,
+    build_runner,
+    check_datasets,
+    default_work_dir,
+    load_config,
+    run_tool,
+    set_local_rank,
+    setup_codebase,
+)
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
+from inline_dense.engine.resume_checks import (
+    MissingResumeCheckpoint,
+    ResumeError,
+    config_changes,
+    recorded_config,
+    training_checkpoint,
+)
 from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
 from inline_dense.ops import uses_stand_in
-from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
-from inline_dense.engine.resume_checks import (MissingResumeCheckpoint, ResumeError, config_changes, recorded_config,
-                                               training_checkpoint)
 
 USER_ERRORS = (CheckpointError, HookOptionError, DatasetCheckError, MissingDatasetError, ToolInputError,
                UnsupportedMmengine)
@@ -133,7 +151,7 @@ def main(argv=None) -> None:
     check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     check_dataset_and_heads(cfg, ('train_dataloader', 'val_dataloader'))
     for problem in resume_exactness_problems(cfg):
-        warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.')
+        warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.', stacklevel=1)
     adapt_to_cpu(cfg)
     if checkpoint is not None:
         check_resumed_config(cfg, checkpoint, cfg.load_from)

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from .inline_impl import inline_impl
+from ..runtime import inline_impl
 
 aten = torch.ops.aten
 ATTENTION_WORDS = ('Attention', 'MSA')  # class names that count as "attention" in the breakdown

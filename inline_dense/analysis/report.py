@@ -35,8 +35,10 @@ def print_comparisons(rows: List[Dict[str, Any]]) -> None:
             for key in sorted({(r['height'], r['width'], r['mode']) for r in rows}, key=lambda k: (k[2], k[0] * k[1])):
                 ra, rb = index.get((a, *key)), index.get((b, *key))
                 if ra and rb:
-                    print(f'  {a:>16s} / {b:<8s} {key[0]:>4d}x{key[1]:<5d} {key[2]:>5s}: time x{fmt(ra["median_ms"] / rb["median_ms"], 2)}'
-                          f'   memory x{fmt(ra["peak_mib"] / rb["peak_mib"], 2) if rb["peak_mib"] else "-"}')
+                    time_ratio = fmt(ra['median_ms'] / rb['median_ms'], 2)
+                    memory_ratio = fmt(ra['peak_mib'] / rb['peak_mib'], 2) if rb['peak_mib'] else '-'
+                    print(f'  {a:>16s} / {b:<8s} {key[0]:>4d}x{key[1]:<5d} {key[2]:>5s}: time x{time_ratio}'
+                          f'   memory x{memory_ratio}')
     print('\nGrowth between consecutive resolutions (pixels x, time x, memory x):')
     for m in models:
         for mode in ('infer', 'train'):

@@ -4,10 +4,12 @@ Every latency the package reports (sweeps and the one-layer ablation) comes from
 :func:`time_calls`: wall time and process CPU time of each call, after warm-up calls.
 """
 import time
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 from torch import nn
+
+from ..runtime import tensors_in
 
 
 def sync(device: Optional[torch.device]) -> None:
@@ -35,18 +37,6 @@ def time_calls(step: Callable[[], Any], warmup: int, runs: int,
         wall.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
     return wall, cpu
-
-
-def tensors_in(obj: Any) -> Iterable[torch.Tensor]:
-    """All tensors of a nested tuple/list/dict output."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from tensors_in(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from tensors_in(o)
 
 
 def output_sum(out: Any) -> torch.Tensor:

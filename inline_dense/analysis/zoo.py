@@ -3,18 +3,17 @@
 Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,m,l}`` are ours;
 ``swin-*`` / ``pvt-*`` are mmdet's softmax ``SwinTransformer`` (window 7) and
 ``PyramidVisionTransformer``. A config path gives a whole mmdet/mmseg model
-(:class:`ConfigModel`), labelled by the config's file name without extension.
+(:class:`inline_dense.runtime.ConfigModel`), labelled by the config's file name without extension.
 """
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 
-import torch
 from torch import nn
 
-from ..engine.launch import load_config
 from ..models import InLineCSwin, InLinePVT, InLineSwin
 from ..models.backbone_base import InLineBackboneBase
+from ..runtime import ConfigModel
 
 DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
 
@@ -81,44 +80,6 @@ def build_backbone(name: str) -> nn.Module:
     if name not in zoo:
         raise ValueError(f'unknown model {name!r}; choose from {sorted(zoo)} or pass --config PATH.')
     return zoo[name]()
-
-
-class ConfigModel(nn.Module):
-    """A whole mmdet/mmseg model from a config, called in ``mode='tensor'`` on a plain batch.
-
-    ``forward(x)`` returns the raw head outputs (a nested tuple of tensors); data samples
-    carrying the image sizes are made up for the batch, so no dataset is needed.
-    """
-
-    def __init__(self, config_path: str, cfg_options: Optional[Dict[str, Any]] = None) -> None:
-        super().__init__()
-        from mmengine.registry import init_default_scope
-        from mmengine.utils import import_modules_from_strings
-        cfg = load_config(config_path, cfg_options)  # with the tools' ``--cfg-options key=value``
-        if cfg.get('custom_imports'):
-            import_modules_from_strings(**cfg.custom_imports)
-        scope = cfg.get('default_scope', 'mmdet')
-        init_default_scope(scope)
-        if scope == 'mmseg':
-            from mmseg.registry import MODELS
-            from mmseg.structures import SegDataSample as Sample
-        else:
-            from mmdet.registry import MODELS
-            from mmdet.structures import DetDataSample as Sample
-        model_cfg = cfg.model.copy()
-        model_cfg.pop('data_preprocessor', None)  # inputs are made already normalised
-        self.model = MODELS.build(model_cfg)
-        self.sample_type = Sample
-        self.scope = scope
-
-    def samples(self, x: torch.Tensor) -> List[Any]:
-        h, w = x.shape[-2:]
-        meta = dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w), batch_input_shape=(h, w),
-                    scale_factor=(1.0, 1.0))
-        return [self.sample_type(metainfo=meta) for _ in range(x.shape[0])]
-
-    def forward(self, x: torch.Tensor) -> Any:
-        return self.model(x, self.samples(x), mode='tensor')
 
 
 def build_model(name: Optional[str] = None, config: Optional[str] = None) -> nn.Module:

@@ -154,8 +154,14 @@ def _progress(total: Optional[int], label: str) -> Iterator[Callable[[int], None
     except ImportError:
         pass
     try:
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
     except ImportError:
         yield lambda n: None
         return
@@ -223,7 +229,7 @@ def download(url: str, final: Path, manual_hint: str) -> Path:
                 try:
                     chunk = response.read(CHUNK)
                 except (OSError, ValueError) as exc:  # reset, timeout, IncompleteRead
-                    raise fail(f'the connection broke after {received} bytes ({type(exc).__name__}: {exc})')
+                    raise fail(f'the connection broke after {received} bytes ({type(exc).__name__}: {exc})') from exc
                 if not chunk:
                     break
                 if received == 0 and not _looks_like_checkpoint(chunk):

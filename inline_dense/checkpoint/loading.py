@@ -49,8 +49,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
             f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
             f'Use a short name (init_cfg.checkpoint=\'inline://{example}\', downloaded on first use), '
             f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
-            f'init_cfg.checkpoint at it (e.g. --cfg-options model.backbone.init_cfg.checkpoint=PATH), or '
-            f'train from scratch with --cfg-options model.backbone.init_cfg=None.')
+            f'init_cfg.checkpoint at the file, or set init_cfg=None to train from scratch.')
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)
@@ -204,8 +203,9 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     dropped = dropped + unused
     fresh = [k for k in model_state if k not in usable]
     origin = path if path == checkpoint else f'{checkpoint} ({path})'
-    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; dropped {len(dropped)} '
-              f'unused by dense prediction ({_summary(dropped)}); newly initialised: {_summary(fresh)}',
+    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; '
+              f'dropped {len(dropped)} unused by dense prediction ({_summary(dropped)}); '
+              f'newly initialised: {_summary(fresh)}',
               logger='current')
     return dropped
 

@@ -291,4 +291,5 @@ def load(path: str, map_location: Any = 'cpu') -> Tuple[Any, List[str]]:
     return obj, sorted(report)
 
 
-__all__ = ['DENIED_MODULES', 'MalformedPickle', 'PickledObject', 'RefusedPickle', 'RestrictedUnpickler', 'allowed_globals', 'load', 'loads']
+__all__ = ['DENIED_MODULES', 'MalformedPickle', 'PickledObject', 'RefusedPickle', 'RestrictedUnpickler',
+           'allowed_globals', 'load', 'loads']

@@ -18,6 +18,7 @@ cache serves what it holds. ``loading.register_mmengine_scheme`` makes
 """
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import urllib.parse
@@ -26,8 +27,17 @@ from typing import Dict, NamedTuple, Optional
 
 from mmengine.logging import print_log
 
-from .download import (CorruptCacheError, DownloadError, archive_problem, cache_lock, delete_hint, download,
-                       read_sidecar, sidecar_of, verify)
+from .download import (
+    CorruptCacheError,
+    DownloadError,
+    archive_problem,
+    cache_lock,
+    delete_hint,
+    download,
+    read_sidecar,
+    sidecar_of,
+    verify,
+)
 
 SCHEME = 'inline://'
 
@@ -102,8 +112,8 @@ def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
     where = (f'save it as checkpoints/{variant}.pth (in this checkout or the directory you run from)'
              if variant else 'save it anywhere')
     get = f'Download {url} by hand (e.g. in a browser) and {where}' if url else f'Put the file there: {where}'
-    return (f'{get}, or point init_cfg.checkpoint at the file wherever it is (--cfg-options '
-            f'model.backbone.init_cfg.checkpoint=/path/file.pth); no conversion is needed.')
+    return (f'{get}, or point the backbone\'s init_cfg.checkpoint at the file wherever it is; no conversion '
+            f'is needed.')
 
 
 class UnreadableCacheError(CorruptCacheError):
@@ -125,14 +135,15 @@ def _cached(path: Path, url: str, repair: bool) -> Optional[Path]:
         raise UnreadableCacheError(f'cached checkpoint {path} (from {url}) is not a readable checkpoint: {problem}. '
                                 f'{delete_hint(path).capitalize()}; the next run downloads it again.')
     print_log(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again',
-              logger='current', level=30)
+              logger='current', level=logging.WARNING)
     path.unlink()
     sidecar_of(path).unlink()
     return None
 
 
 def _legacy(variant: str, url: str) -> Optional[Path]:
-    """``<cache>/<variant>.pth`` as older versions named downloads: used only if it came from ``url``."""
+    """``<cache>/<variant>.pth``, a file named after the variant rather than its URL (put there by hand,
+    say): used only if its record says it came from ``url``."""
     path = checkpoint_cache() / f'{variant}.pth'
     if not path.is_file():
         return None
@@ -144,7 +155,7 @@ def _legacy(variant: str, url: str) -> Optional[Path]:
         if problem is None:
             return path
     print_log(f'checkpoint cache: ignoring {path} (named by an older inline_dense): {problem}; '
-              f'{delete_hint(path)}', logger='current', level=30)
+              f'{delete_hint(path)}', logger='current', level=logging.WARNING)
     return None
 
 

@@ -3,9 +3,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from torch import nn
 
-from ..analysis.inline_impl import inline_layers
-from ..analysis.zoo import ConfigModel
 from ..checkpoint.loading import CheckpointError, compare, read_checkpoint, select_weights
+from ..runtime import ConfigModel, inline_layers
 from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling
 
 

@@ -16,8 +16,7 @@ import torch
 from torch import nn
 from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
 
-from ..analysis.inline_impl import inline_layers
-from ..analysis.timing import tensors_in
+from ..runtime import inline_impl, inline_layers, tensors_in
 
 Shape = Tuple[int, int, int, int]
 
@@ -54,7 +53,10 @@ def dynamic_image_shapes() -> Tuple[dict, ...]:
     return ({0: dim, 2: dim, 3: dim},)
 
 
-def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[int, Optional[int]]]:
+InputRanges = Dict[str, Tuple[int, Optional[int]]]  # input axis name -> (lowest, highest or None: no bound)
+
+
+def input_ranges(exported: 'torch.export.ExportedProgram') -> InputRanges:
     """(min, max or None) of the image's batch, height and width that the exported graph holds for:
     the branches taken while tracing (one window for a small grid, say) bound them."""
     name = exported.graph_signature.user_inputs[0]
@@ -72,7 +74,7 @@ def input_ranges(exported: 'torch.export.ExportedProgram') -> Dict[str, Tuple[in
 
 
 def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
-                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> Dict[str, Tuple[int, Optional[int]]]:
+                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> InputRanges:
     """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
     height and width; returns :func:`input_ranges`. The example input is random: only its shape
     matters."""
@@ -88,10 +90,11 @@ def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
 
 def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],
                          example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None,
-                         log: Callable[[str], None] = print) -> Tuple[Optional[str], Dict[str, Tuple[int, Optional[int]]]]:
+                         log: Callable[[str], None] = print) -> Tuple[Optional[str], InputRanges]:
     """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
     with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
-    layers' own, or no InLine layer) and the input ranges."""
+    layers' own, or no InLine layer) and the input ranges. ``module``'s layers keep their own
+    evaluation afterwards, whichever one exported."""
     layers = inline_layers(module)
     own = sorted({m.impl for m in layers})
     try:
@@ -105,10 +108,9 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
             continue
         log(f'[export] attn_impl {own} did not export ({type(first).__name__}: {str(first)[:300]}); '
             f'trying attn_impl={impl!r} (the same function, evaluated another way)')
-        for m in layers:
-            m.impl = impl
         try:
-            return impl, export_onnx(module, path, output_names, example_shape, opset)
+            with inline_impl(module, impl):
+                return impl, export_onnx(module, path, output_names, example_shape, opset)
         except Exception as err:
             first = err
     raise RuntimeError(f'ONNX export failed with every attn_impl ({own} and {list(FALLBACK_IMPLS)}); '
@@ -143,9 +145,9 @@ def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHA
         feed = {name: image.numpy()}
         with torch.no_grad():
             ref = [t.float() for t in tensors_in(module(image))]
-            torch_ms = _median_ms(lambda: module(image), runs)
+            torch_ms = _median_ms(lambda image=image: module(image), runs)
         got = [torch.from_numpy(a) for a in session.run(None, feed)]
-        ort_ms = _median_ms(lambda: session.run(None, feed), runs)
+        ort_ms = _median_ms(lambda feed=feed: session.run(None, feed), runs)
         if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref)):
             raise OnnxMismatchError(
                 f'{path}: at input {shape} onnxruntime returned shapes {[tuple(g.shape) for g in got]}, PyTorch '

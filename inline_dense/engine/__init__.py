@@ -14,13 +14,12 @@ and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
-from .checkpointing import (AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint,
-                            newest_complete_checkpoint)
-from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes,
-                           padded_batch)
+from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper
+from .padding_mask import InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes, padded_batch
 from .randomness import DeterministicResumeHook, derived_seed
 
-__all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
+__all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper',
+           'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']

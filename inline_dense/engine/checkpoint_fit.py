@@ -9,6 +9,7 @@ detector with them predicts nothing. ``CheckpointFitHook`` compares the checkpoi
 ``tools/train.py --allow-partial-load``) logs the same report and lets the partial load happen,
 e.g. to fine-tune from a checkpoint with another number of classes.
 """
+import logging
 import re
 from typing import Dict, List, Mapping, Sequence, Tuple
 
@@ -91,7 +92,7 @@ class CheckpointFitHook(Hook):
         head = f'{self.source} does not fit {type(model).__name__}'
         if self.allow_partial:
             print_log('\n'.join([f'{head}; loading only the matching weights (--allow-partial-load):', *lines]),
-                      logger='current', level=30)
+                      logger='current', level=logging.WARNING)
             return
         fix = ('  Resume from a checkpoint of this config, or start from this one\'s weights without resuming: '
                'load_from with --allow-partial-load to load only the matching ones.' if self.resume else

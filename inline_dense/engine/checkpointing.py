@@ -17,6 +17,7 @@ Config: ``default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook', inte
 import difflib
 import glob
 import inspect
+import logging
 import os
 import os.path as osp
 import re
@@ -73,7 +74,7 @@ def own_checkpoint(work_dir: str) -> Optional[str]:
     local = osp.join(work_dir, osp.basename(target)) if target else ''
     if local and osp.realpath(osp.dirname(target)) != osp.realpath(work_dir) and osp.isfile(local):
         print_log(f'{pointer} names {target}, outside this work directory (it was moved or copied); using '
-                  f'its own {local}', logger='current', level=30)
+                  f'its own {local}', logger='current', level=logging.WARNING)
         return local
     return target
 
@@ -137,7 +138,7 @@ class AtomicCheckpointHook(CheckpointHook):
                     f'checkpoint matching {self.filename_tmpl!r} is in {directory!r}. Pass --resume PATH with a '
                     f'good checkpoint, or delete {pointer} to train from scratch.')
             print_log(f'AtomicCheckpointHook: {pointer} names {target!r}, which is missing or truncated; '
-                      f'resuming from {fallback} instead.', logger='current', level=30)
+                      f'resuming from {fallback} instead.', logger='current', level=logging.WARNING)
         runner._load_from = fallback  # mmengine resumes from load_from when resume=True
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:

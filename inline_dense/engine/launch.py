@@ -118,7 +118,7 @@ def adapt_to_cpu(cfg) -> None:
     cfg.model_wrapper_cfg = wrapper
     if _replace_types(cfg.model, 'SyncBN', 'BN'):
         warnings.warn('no GPU: SyncBN layers are replaced by BN (torch supports SyncBatchNorm on GPUs only); '
-                      'batch statistics are per process.')
+                      'batch statistics are per process.', stacklevel=2)
     if cfg.get('sync_bn'):
         cfg.sync_bn = None
     init_cpu_process_group(dist_cfg)
@@ -149,15 +149,23 @@ def build_runner(cfg):
 
 
 class MissingDatasetError(FileNotFoundError):
-    """A dataset the config reads is not where the config says."""
+    """A dataset the config reads is not where the config says. ``key`` is the config key of the
+    dataset (``train_dataloader.dataset``), ``toy`` a toy config of the same kind that needs no data."""
+
+    def __init__(self, message: str, key: str = '', toy: str = '') -> None:
+        super().__init__(message)
+        self.key = key
+        self.toy = toy
 
 
 # What each dataset type's data_root holds and where to get it (the datasets' own sites).
 DATASET_HELP = {
     'CocoDataset': ('COCO 2017: annotations/instances_{train,val}2017.json, train2017/, val2017/',
-                    'https://cocodataset.org/#download (or mmdet\'s tools/misc/download_dataset.py --dataset-name coco2017)',
+                    'https://cocodataset.org/#download (or mmdet\'s tools/misc/download_dataset.py '
+                    '--dataset-name coco2017)',
                     'configs/toy/mask-rcnn_inline-swin-mini_fpn_toy-coco.py'),
-    'ADE20KDataset': ('ADE20K (ADEChallengeData2016): images/{training,validation}/, annotations/{training,validation}/',
+    'ADE20KDataset': ('ADE20K (ADEChallengeData2016): images/{training,validation}/, '
+                      'annotations/{training,validation}/',
                       'http://sceneparsing.csail.mit.edu/ (ADEChallengeData2016.zip)',
                       'configs/toy/upernet_inline-swin-mini_toy-ade.py'),
 }
@@ -185,8 +193,8 @@ def _missing_path(dataset: dict) -> Optional[str]:
 
 
 def check_datasets(cfg, loaders: Sequence[str]) -> None:
-    """Raises :class:`MissingDatasetError` (one message: the missing path, what it should hold,
-    where to get it, how to point the config elsewhere or try a toy config) when a dataset of
+    """Raises :class:`MissingDatasetError` (the missing path, what it should hold, where to get it,
+    which setting points elsewhere) when a dataset of
     ``loaders`` (e.g. ``('train_dataloader', 'val_dataloader')``) is not on disk. Toy datasets,
     which generate their data on first use, are not checked."""
     for loader in loaders:
@@ -200,16 +208,26 @@ def check_datasets(cfg, loaders: Sequence[str]) -> None:
             root = dataset.get('data_root') or missing
             raise MissingDatasetError(
                 f'{missing} does not exist (abspath {osp.abspath(missing)}), and {key} reads its {kind} from there. '
-                f'It should hold {holds}. Get it from {source} and put it there, or link it: ln -s /path/to/data '
-                f'{root.rstrip("/")} (simplest: paths such as val_evaluator.ann_file are derived from it). Elsewhere, '
-                f'point the config at it: --cfg-options {key}.data_root=/path/to/data/ and the same for the other '
-                f'dataloaders and evaluators. To try the tools without it, use a toy config, which generates its '
-                f'data on first use: python tools/train.py {toy}')
+                f'It should hold {holds}: get it from {source} and put or link it at {root.rstrip("/")}, or set '
+                f'{key}.data_root (and the other dataloaders\' and evaluators\' paths) to where it is.',
+                key=key, toy=toy)
+
+
+def command_line_advice(exc: BaseException) -> str:
+    """What a tool's user can type about ``exc``: the library's errors speak of config keys, the
+    tools of ``--cfg-options`` and other commands."""
+    if isinstance(exc, MissingDatasetError) and exc.key:
+        return (f'On the command line: --cfg-options {exc.key}.data_root=/path/to/data/ (the same for the other '
+                f'dataloaders and evaluators). To try the tools without the data, use a toy config, which makes '
+                f'its data on first use: python tools/train.py {exc.toy}')
+    return ''
 
 
 def run_tool(main: Callable[[], Any], errors: Tuple[type, ...]) -> None:
-    """Runs a tool's ``main``; an error of the ``errors`` types ends it with its message alone (exit 1)."""
+    """Runs a tool's ``main``; an error of the ``errors`` types ends it with its message and what to type
+    about it (:func:`command_line_advice`), without a traceback (exit 1)."""
     try:
         main()
     except errors as exc:
-        sys.exit(f'error: {exc}')
+        advice = command_line_advice(exc)
+        sys.exit(f'error: {exc}' + (f'\n{advice}' if advice else ''))

@@ -12,6 +12,7 @@ Two entry points:
 * the ``InLinePaddingMaskHook`` (``custom_hooks=[dict(type='InLinePaddingMaskHook')]``)
   for training and testing with a Runner.
 """
+import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -97,7 +98,7 @@ class PaddingMaskHandle:
 
 
 def inline_backbones(model: nn.Module) -> List[nn.Module]:
-    """Every InLineSwin / InLinePVT inside ``model`` (the model itself included)."""
+    """Every InLine backbone (InLineSwin, InLinePVT, InLineCSwin) inside ``model``, the model itself included."""
     return [m for m in model.modules() if isinstance(m, InLineBackboneBase)]
 
 
@@ -131,8 +132,8 @@ class InLinePaddingMaskHook(Hook):
         handle = enable_padding_mask(runner.model)
         if not handle.backbones and not getattr(self, '_warned', False):
             self._warned = True
-            print_log('InLinePaddingMaskHook: the model has no InLineSwin / InLinePVT backbone; '
-                      'the hook does nothing (remove it from custom_hooks).', logger='current', level=30)
+            print_log('InLinePaddingMaskHook: the model has no InLine backbone (InLineSwin, InLinePVT, InLineCSwin); '
+                      'the hook does nothing (remove it from custom_hooks).', logger='current', level=logging.WARNING)
 
     def before_train(self, runner) -> None:
         self._enable(runner)

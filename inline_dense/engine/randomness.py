@@ -19,17 +19,17 @@ Where a resume cannot be exact, :func:`resume_exactness_problems` says why, befo
 Config: ``custom_hooks = [dict(type='DeterministicResumeHook')]`` (``inline_common.py`` has it).
 """
 import hashlib
+import logging
 import random
 import zipfile
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 import torch
-
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
 from mmengine.logging import print_log
+from mmengine.registry import HOOKS
 from mmengine.runner import set_random_seed
 
 from .mmengine_compat import check_mmengine_version, runner_private
@@ -99,7 +99,7 @@ class DeterministicResumeHook(Hook):
             if self._resumed is None:
                 print_log('DeterministicResumeHook: the checkpoint holds no random-generator states (written '
                           'without this hook); the resumed run will draw other random numbers than the '
-                          'interrupted one.', logger='current', level=30)
+                          'interrupted one.', logger='current', level=logging.WARNING)
 
     def before_train(self, runner) -> None:
         loop = runner.train_loop
@@ -114,7 +114,7 @@ class DeterministicResumeHook(Hook):
                           f'{built_with}, the interrupted run\'s with {saved["sampler_seed"]}, so the data order '
                           f'and the data workers\' augmentations differ. Resume with tools/train.py --resume, or '
                           f'set randomness.seed={saved["seed"]} and train_dataloader.sampler.seed='
-                          f'{saved["sampler_seed"]}.', logger='current', level=30)
+                          f'{saved["sampler_seed"]}.', logger='current', level=logging.WARNING)
             restore_rng_state(saved)
 
     def before_train_epoch(self, runner) -> None:
@@ -138,8 +138,9 @@ def rng_state(seed: int, sampler: Optional[int]) -> Dict[str, Any]:
     return {
         'seed': int(seed), 'sampler_seed': sampler,
         'python': {'version': version, 'key': torch.tensor(key, dtype=torch.int64), 'gauss': gauss},
-        'numpy': {'key': torch.from_numpy(np_state['state']['key'].astype(np.int64)), 'pos': int(np_state['state']['pos']),
-                  'has_gauss': int(np_state['has_gauss']), 'gauss': float(np_state['gauss'])},
+        'numpy': {'key': torch.from_numpy(np_state['state']['key'].astype(np.int64)),
+                  'pos': int(np_state['state']['pos']), 'has_gauss': int(np_state['has_gauss']),
+                  'gauss': float(np_state['gauss'])},
         'torch': torch.get_rng_state(),
         'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
     }

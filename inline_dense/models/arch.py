@@ -44,7 +44,8 @@ def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
     if num_m > 1:
         raise ValueError(f'{backbone}: attn_type {attn_type!r} has {num_m} M stages; at most one is supported.')
     if num_m == 0 and digits:
-        raise ValueError(f'{backbone}: attn_type {attn_type!r} has trailing {digits!r} but no M stage; it needs {hint}.')
+        raise ValueError(f'{backbone}: attn_type {attn_type!r} has trailing {digits!r} but no M stage; '
+                         f'it needs {hint}.')
     if num_m == 1:
         stage = letters.index('M')
         if not digits.isdigit() or not 0 < int(digits) < depths[stage]:

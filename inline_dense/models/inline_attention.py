@@ -38,6 +38,9 @@ from torch import nn
 
 from ..typing import HW
 
+# merge_heads is imported from here by the window and CSwin attention modules
+from .tensor_utils import cast, check_heads, merge_heads, traced  # noqa: F401  (merge_heads: re-exported)
+
 KERNELS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'identity': lambda t: t,
     'relu': F.relu,
@@ -52,40 +55,6 @@ IMPLS: Dict[str, str] = {
     'folded_gram': 'folded, context always from the token covariance of x',
     'folded_keys': 'folded, context always from the keys',
 }
-
-
-def check_heads(embed_dims: int, num_heads: int, where: str) -> int:
-    """Returns head_dim; raises a ValueError a user can act on otherwise."""
-    if num_heads <= 0 or embed_dims % num_heads:
-        raise ValueError(
-            f'{where}: embed_dims={embed_dims} is not divisible by num_heads={num_heads}; '
-            f'choose num_heads among the divisors of {embed_dims}.')
-    return embed_dims // num_heads
-
-
-def traced() -> bool:
-    """Whether this call is being traced into a graph (torch.compile, torch.export and the ONNX
-    exporter, TorchScript tracing) rather than run eagerly. Dynamo folds it to a constant."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
-def cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t`` in ``dtype``: ``t`` itself when it already is (as ``Tensor.to``), without a cast node
-    in a traced graph (the float32 casts around the token sums are no-ops outside autocast)."""
-    return t if t.dtype == dtype else t.to(dtype)
-
-
-def merge_heads(out: torch.Tensor) -> torch.Tensor:
-    """Attention output per head (B, h, N, d) -> tokens (B, N, h*d).
-
-    Traced, the copy is explicit: an attention kernel may hand back (B, N, h, d) memory, and a
-    graph that reshapes it as a free view breaks once its kernels are decomposed (ONNX export).
-    """
-    b, heads, n, d = out.shape
-    out = out.transpose(1, 2)
-    if traced():
-        out = out.clone(memory_format=torch.contiguous_format)
-    return out.reshape(b, n, heads * d)
 
 
 def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:

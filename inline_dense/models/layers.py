@@ -7,7 +7,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
-from .inline_attention import traced
+from .tensor_utils import traced
 
 
 class Mlp(nn.Module):

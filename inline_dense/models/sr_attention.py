@@ -9,7 +9,6 @@ from ..typing import HW
 from .inline_attention import check_heads
 
 
-
 class SRAttention(nn.Module):
     """Global softmax attention whose keys/values come from a grid reduced by ``sr_ratio``
     (strided conv + LayerNorm), as in PVT.

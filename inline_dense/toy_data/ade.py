@@ -16,8 +16,7 @@ import cv2
 import numpy as np
 
 from .folder import build_folder
-from .shapes import (SHAPES, draw_object, finish, noisy_background, object_mask,
-                     place_objects, toy_settings)
+from .shapes import SHAPES, draw_object, finish, noisy_background, object_mask, place_objects, toy_settings
 
 TOY_ADE_CLASSES: Tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
 TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [

@@ -14,8 +14,7 @@ import cv2
 import numpy as np
 
 from .folder import build_folder
-from .shapes import (SHAPES, ToyObject, draw_object, finish, noisy_background,
-                     place_objects, toy_settings)
+from .shapes import SHAPES, ToyObject, draw_object, finish, noisy_background, place_objects, toy_settings
 
 TOY_COCO_CLASSES: Tuple[str, ...] = ('circle', 'square', 'triangle')
 TOY_COCO_PALETTE: List[Tuple[int, int, int]] = [SHAPES[c][0] for c in TOY_COCO_CLASSES]

@@ -26,8 +26,9 @@ def build_folder(root: str, settings: dict, fill: Callable[[str], None], force: 
     """Creates ``root`` by calling ``fill(tmp_dir)`` and renaming tmp_dir to ``root``.
 
     An existing toy folder (one with a stamp) is kept unless ``force`` or it was made by
-    another version of the generator; an existing folder without a stamp is never touched. Concurrent callers (e.g. one per process
-    of a distributed run) are safe: the first rename wins, the others discard theirs.
+    another version of the generator; an existing folder without a stamp is never touched.
+    Concurrent callers (e.g. one per process of a distributed run) are safe: the first rename wins,
+    the others discard theirs.
     """
     root = osp.abspath(root)
     if osp.exists(root):

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ...engine.launch import REPO_ROOT
+from inline_dense.engine.launch import REPO_ROOT
+
 from .measure import Emit, all_finite, recorded, release, time_step
 from .plan import HW, CheckPlan, resolve_detector_config
 
@@ -25,6 +26,7 @@ def build_detector(config: str, repo_root: str, device: torch.device,
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
     from mmengine.hub import get_config
+
     import inline_dense  # noqa: F401  (registers the InLine backbones)
     register_all_modules(init_default_scope=True)
     path = resolve_detector_config(config, repo_root)
@@ -116,8 +118,11 @@ def run(plan: CheckPlan, emit: Emit) -> None:
                       batch=plan.batch, dtype=plan.amp_dtype) as row:
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
             last: Dict[str, Any] = {}
-            row.update(time_step(lambda: last.update(train_step(model, data, optimizer, amp)),
-                                 plan.warmup, plan.runs, device))
+
+            # default arguments bind this detector's objects (the loop rebinds the names)
+            def step(model=model, data=data, optimizer=optimizer, amp=amp, last=last) -> None:
+                last.update(train_step(model, data, optimizer, amp))
+            row.update(time_step(step, plan.warmup, plan.runs, device))
             row.update(loss=round(last['loss'], 4), loss_finite=last['loss_finite'],
                        grads_finite=last['grads_finite'])
             row['ok'] = last['loss_finite'] and last['grads_finite']

@@ -5,8 +5,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..timing import make_step
-from ..zoo import build_backbone, init_model
+from inline_dense.analysis.timing import make_step
+from inline_dense.analysis.zoo import build_backbone, init_model
+
 from .measure import Emit, recorded, release, time_step
 from .plan import CheckPlan
 

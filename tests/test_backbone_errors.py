@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from conftest import build_tiny
+from helpers import build_tiny
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 

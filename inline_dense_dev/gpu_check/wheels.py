@@ -25,7 +25,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCK_FILE = REPO_ROOT / 'requirements' / 'lock.txt'
 
 # What the check imports that the GPU machine lacks, with why when a package's metadata does not say it.

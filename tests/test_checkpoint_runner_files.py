@@ -261,7 +261,8 @@ def test_numpy1_module_paths_load(tmp_path):
 
 
 def test_allow_list_is_idempotent_and_narrow():
-    assert inline_dense.checkpoint.mmengine_types.allow_mmengine_checkpoint_types() == mmengine_types.needs_allow_list(torch.__version__)
+    allowed = inline_dense.checkpoint.mmengine_types.allow_mmengine_checkpoint_types()
+    assert allowed == mmengine_types.needs_allow_list(torch.__version__)
     before = set(torch.serialization.get_safe_globals())
     mmengine_types.allow_mmengine_checkpoint_types()
     assert set(torch.serialization.get_safe_globals()) == before

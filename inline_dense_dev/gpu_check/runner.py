@@ -34,7 +34,7 @@ def run_step(step: str, plan: CheckPlan, results: Results, budget: float, env: D
     t0 = time.time()
     results.step(step)
     results.save()
-    cmd = [sys.executable, '-m', 'inline_dense.analysis.gpu_check.worker', step, json.dumps(plan.to_json())]
+    cmd = [sys.executable, '-m', 'inline_dense_dev.gpu_check.worker', step, json.dumps(plan.to_json())]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     tail: Deque[str] = collections.deque(maxlen=4)

@@ -1,4 +1,4 @@
-"""What users really feed the backbones (issue 17): an empty batch, float16 / bfloat16 / uint8
+"""What users really feed the backbones: an empty batch, float16 / bfloat16 / uint8
 images, a long thin picture whose resized side falls below the total stride (padded inside, the
 padding masked), out-of-range drop_path_rate, an int split_size, a detector checkpoint through
 ``Pretrained(prefix='backbone.')``, and a missing file's hint naming the right family."""
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import build_tiny
+from helpers import build_tiny
 from inline_dense.checkpoint import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,6 @@ def test_a_6000x200_picture_through_the_inferencers(config, tmp_path):
     """Resized to 128 on its long side, the picture is 4 pixels high: below the total stride."""
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
-
     from test_inferencers import own_picture, run_inferencer
     path = ROOT / 'configs' / 'toy' / config
     cfg = Config.fromfile(str(path))

@@ -8,8 +8,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 
-from ..memory import peak_tracker
-from ..timing import time_calls
+from inline_dense.analysis.memory import peak_tracker
+from inline_dense.analysis.timing import time_calls
 
 Emit = Callable[[Dict[str, Any]], None]
 

@@ -4,7 +4,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from ...typing import HW
+from inline_dense.typing import HW
 
 STEPS = ('ops', 'attention', 'backbones', 'detector', 'toy')
 # Swin-T's stage 1 and stage 3 attention: (channels, heads, tokens grid at 1600x2688 input).

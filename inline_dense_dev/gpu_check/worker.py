@@ -1,4 +1,4 @@
-"""One step of the GPU check in its own process: ``python -m inline_dense.analysis.gpu_check.worker
+"""One step of the GPU check in its own process: ``python -m inline_dense_dev.gpu_check.worker
 STEP PLAN_JSON``. Each result row is printed as one ``GPUCHECK_ROW {json}`` line as soon as it is
 measured; everything else the step prints is left to the log. A crash (or a CUDA error that
 poisons the context) ends this step only."""
@@ -18,8 +18,9 @@ def emit(row: Dict[str, Any]) -> None:
 
 def main(argv: List[str]) -> None:
     if len(argv) != 2 or argv[0] not in MODULES:
-        sys.exit(f'usage: python -m inline_dense.analysis.gpu_check.worker {{{",".join(MODULES)}}} PLAN_JSON')
+        sys.exit(f'usage: python -m inline_dense_dev.gpu_check.worker {{{",".join(MODULES)}}} PLAN_JSON')
     import inline_dense  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
+
     from .plan import CheckPlan
     plan = CheckPlan.from_json(json.loads(argv[1]))
     if plan.threads:

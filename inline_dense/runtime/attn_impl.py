@@ -1,11 +1,10 @@
-"""Which evaluation of InLine attention runs, for the FLOP counter.
+"""Which evaluation of InLine attention runs in a model someone else built.
 
 ``InLineAttention`` takes its evaluation as the constructor argument ``impl`` (see
 ``inline_dense.models.inline_attention.IMPLS``: 'auto', 'reference', 'folded_gram',
-'folded_keys'). The one-layer ablation builds its variants with it. The FLOP counter has to
-count a model someone else built, whatever backbone holds its InLine layers (Swin, PVT,
-CSwin blocks), on the textbook path: :func:`inline_impl` switches every ``InLineAttention``
-in it for the duration of the count and puts each back afterwards.
+'folded_keys'); every one computes the same function. Whatever backbone holds the InLine layers
+(Swin, PVT, CSwin blocks), :func:`inline_impl` switches each for a while and puts it back: the FLOP
+counter counts on the textbook path, the ONNX export falls back to another evaluation.
 """
 from contextlib import contextmanager
 from typing import Iterator, List, Optional, Tuple

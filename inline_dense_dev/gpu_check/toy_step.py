@@ -9,7 +9,8 @@ from types import ModuleType
 
 import torch
 
-from ...engine.launch import REPO_ROOT
+from inline_dense.engine.launch import REPO_ROOT
+
 from .measure import Emit, recorded
 from .plan import CheckPlan
 

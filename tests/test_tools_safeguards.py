@@ -1,4 +1,4 @@
-"""tools/train.py and tools/test.py against what users really do (issue 17): another model's
+"""tools/train.py and tools/test.py against what users really do: another model's
 checkpoint, a typo in a hook option, a missing dataset, a moved work directory, an unknown
 mmengine, and the random-generator states that make a resume exact."""
 import os
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import import_tool
+from helpers import import_tool
 from inline_dense.engine import AtomicCheckpointHook, CheckpointFitHook, CheckpointMismatch, DeterministicResumeHook
 from inline_dense.engine.checkpointing import HookOptionError, own_checkpoint
-from inline_dense.engine.launch import MissingDatasetError
+from inline_dense.engine.launch import MissingDatasetError, run_tool
 from inline_dense.engine.mmengine_compat import UnsupportedMmengine, check_mmengine_version, runner_private
 from inline_dense.engine.randomness import restore_rng_state, resume_exactness_problems, rng_state
 
@@ -98,13 +98,22 @@ def test_a_typo_in_a_checkpoint_hook_option_is_refused_before_training(tmp_path,
 
 
 def test_a_missing_dataset_is_one_clear_message(tmp_path, monkeypatch):
+    """The library's error names the path, what it holds, where to get it and the config key; the
+    tool adds what to type (--cfg-options, a toy config)."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(MissingDatasetError) as info:
         train_tool.main([COCO_RECIPE, '--work-dir', str(tmp_path / 'w')])
     message = str(info.value)
     for fragment in ('data/coco/ does not exist', 'train_dataloader.dataset', 'instances_{train,val}2017.json',
-                     'cocodataset.org', '--cfg-options train_dataloader.dataset.data_root=', 'configs/toy/'):
+                     'cocodataset.org', 'train_dataloader.dataset.data_root'):
         assert fragment in message, fragment
+    assert '--cfg-options' not in message and 'tools/train.py' not in message
+    with pytest.raises(SystemExit) as exit_info:
+        run_tool(lambda: train_tool.main([COCO_RECIPE, '--work-dir', str(tmp_path / 'w')]), train_tool.USER_ERRORS)
+    said = str(exit_info.value.code)
+    assert said.startswith('error: ' + message)
+    for fragment in ('--cfg-options train_dataloader.dataset.data_root=', 'python tools/train.py configs/toy/'):
+        assert fragment in said, fragment
 
 
 @pytest.mark.slow

@@ -3,18 +3,20 @@
 finiteness), at the stage-1 size of a 1600x2688 image (~270k tokens); then the time of each
 ``impl`` at the stage-1 and stage-3 sizes, and whether ``auto`` picks the fastest."""
 import copy
-from typing import Any, Dict, Tuple
+from typing import Dict, Tuple
 
 import torch
 from torch import nn
 
-from ...models.inline_attention import IMPLS, InLineAttention
+from inline_dense.models.inline_attention import IMPLS, InLineAttention
+
 from .measure import Emit, all_finite, max_abs, recorded, rel_l2, release, time_step
 from .plan import HW, CheckPlan
 
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # relative L2 error allowed against the float32 CPU reference: float32 (other summation order;
-# cuDNN may use TF32 in convolutions), bfloat16 (8 mantissa bits) and float16 (11 bits), as tests/test_amp.py allows one layer
+# cuDNN may use TF32 in convolutions), bfloat16 (8 mantissa bits) and float16 (11 bits), as
+# tests/test_amp.py allows one layer
 TOL = {'float32': 1e-3, 'bfloat16': 2e-2, 'float16': 4e-3}
 
 
@@ -106,8 +108,8 @@ def timing_rows(plan: CheckPlan, emit: Emit) -> None:
                 fastest = min(explicit, key=explicit.get)
                 picks = 'folded_gram' if layer.use_gram(hw[0] * hw[1]) else 'folded_keys'
                 row.update({f'{k}_ms': v for k, v in times.items()})
-                row.update(fastest=fastest, auto_picks=picks, auto_vs_fastest=round(times['auto'] / explicit[fastest], 3),
-                           auto_is_fastest=picks == fastest)
+                row.update(fastest=fastest, auto_picks=picks, auto_is_fastest=picks == fastest,
+                           auto_vs_fastest=round(times['auto'] / explicit[fastest], 3))
         del layer, x
         release(device)
 

@@ -1,0 +1,79 @@
+"""Helpers several test modules import: small backbones, the tools as modules, configs read once.
+
+(``conftest.py`` holds the fixtures and the suite's settings; test modules import from here, never
+from ``conftest``.)"""
+import copy
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Dict, Tuple
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Per family: class name, and settings with every kind of block (InLine, softmax, the mixed stage).
+TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {
+    'swin': ('InLineSwin', dict(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1')),
+    'pvt': ('InLinePVT', dict(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
+                              attn_type='IISS')),
+    'cswin': ('InLineCSwin', dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(2, 2, 4, 8),
+                                  split_size=(1, 2, 3, 3), attn_type='ISIS')),
+}
+TINY_KINDS = tuple(TINY)
+# The fewest blocks that still hold every kind of block of a family, for the tests whose cost grows
+# with the block count (graph capture): InLine-Swin keeps the mixed stage (an InLine block, then a
+# shifted softmax one) and one plain softmax block; InLine-CSwin's blocks in a stage are all alike.
+EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {'swin': dict(depths=(1, 1, 2, 1)), 'pvt': {},
+                                              'cswin': dict(depths=(1, 1, 1, 1))}
+
+
+def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Module:
+    """A small backbone of family ``kind``; ``overrides`` replace any of its settings."""
+    import inline_dense.models as models
+    name, settings = TINY[kind]
+    model = getattr(models, name)(**dict(settings, **overrides))
+    if init:
+        model.init_weights()
+    return model
+
+
+_TOOLS: Dict[str, ModuleType] = {}
+
+
+def import_tool(name: str) -> ModuleType:
+    """tools/<name>.py as a module (``tools/test.py`` would clash with the stdlib's ``test``)."""
+    if name not in _TOOLS:
+        spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TOOLS[name] = module
+    return _TOOLS[name]
+
+
+_CONFIGS: Dict[str, Any] = {}
+
+
+def load_config(path: Any) -> Any:
+    """A fresh copy of the mmengine Config at ``path``, each file read once per process."""
+    from mmengine.config import Config
+    key = str(path)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = Config.fromfile(key)
+    return copy.deepcopy(_CONFIGS[key])
+
+
+TOY_DATA = dict(num_train=8, num_val=3, image_size=64)
+
+# Fewer blocks per stage (same widths) for building whole detectors / segmentors fast; Swin keeps
+# 3 blocks in stage 3 for InLine-Swin-B's mixed stage ('IIMS2').
+SHRUNK_DEPTHS = {'InLineSwin': (1, 1, 3, 1), 'InLinePVT': (1, 1, 1, 1), 'InLineCSwin': (1, 1, 1, 1)}
+
+
+def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:
+    """An mmengine Config whose InLine backbone has ``SHRUNK_DEPTHS``; no pretrained file
+    unless ``keep_init``."""
+    cfg.model.backbone.depths = SHRUNK_DEPTHS[cfg.model.backbone.type]
+    if not keep_init:
+        cfg.model.backbone.init_cfg = None
+    return cfg
