@@ -31,6 +31,16 @@ def test_python_3_13_is_taken_and_3_9_3_10_are_refused_before_pip(setup_env):
         assert any('PYTHON=python3.13' in hint for hint in err.value.hints)
 
 
+def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(setup_env):
+    """mmcv 2.1.0's sdist fails on 3.13 while pip prepares it (KeyError: '__version__')."""
+    for version in ((3, 11), (3, 12)):
+        setup_env.check_python(version, 'full')
+    setup_env.check_python((3, 13), 'lite')
+    with pytest.raises(setup_env.SetupError, match=r'MMCV=full does not build on Python 3\.13.*PEP 667') as err:
+        setup_env.check_python((3, 13), 'full')
+    assert any('MMCV=lite' in hint and 'PYTHON=python3.12' in hint for hint in err.value.hints)
+
+
 def test_setup_py_admits_every_supported_python_and_no_newer_one(setup_env):
     text = (ROOT / 'setup.py').read_text(encoding='utf-8')
     spec = SpecifierSet(re.search(r"python_requires='([^']+)'", text).group(1))

@@ -19,7 +19,7 @@ Environment: $INLINE_DENSE_VENV when set (made there if missing; e.g. a second e
 another Python beside .venv), else the active virtual environment ($VIRTUAL_ENV), else .venv/ in
 this checkout.
 Python: 3.11, 3.12 or 3.13 (the versions requirements/lock.txt is resolved for; its numpy and torch
-have no releases for 3.9 or 3.10).
+have no releases for 3.9 or 3.10). MMCV=full: 3.11 or 3.12 (mmcv 2.1.0's setup.py fails on 3.13).
 Knobs: PYTHON (interpreter for a new environment), INLINE_DENSE_VENV, MMCV, FORCE_CUDA=1/0 (full: CUDA ops or not;
 default: when torch sees a GPU and nvcc exists), MAX_JOBS (full: compile jobs),
 SETUP_FORCE=1 (re-check everything with pip), INLINE_DENSE_CACHE (default
@@ -47,6 +47,9 @@ BUILD = ROOT / 'requirements' / 'build.txt'
 CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
 # The Pythons requirements/lock.txt resolves for (all of it as wheels; checked by pip --dry-run on each).
 SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))
+# MMCV=full builds mmcv 2.1.0's sdist, whose setup.py reads its version through exec() into
+# locals(): Python 3.13 no longer updates locals() that way (PEP 667), so the build fails there.
+FULL_PYTHONS = ((3, 11), (3, 12))
 STACK = ('torch', 'torchvision', 'mmengine', 'mmdet', 'mmsegmentation')
 # Besides the stack: what the package, its tools and its tests import. setuptools < 81:
 # mmengine 0.10.7 resolves 'mmdet::' / 'mmseg::' config paths with pkg_resources.
@@ -339,8 +342,9 @@ def owned_by_setup(venv: Path) -> bool:
     return venv == ROOT / '.venv' or bool(named and venv == Path(named).absolute())
 
 
-def check_python(version: Tuple[int, int]) -> None:
-    """Refuses a Python that the lock holds no wheels for, before pip fails on it."""
+def check_python(version: Tuple[int, int], flavour: str = 'lite') -> None:
+    """Refuses a Python that the lock holds no wheels for, or that cannot build mmcv 2.1.0
+    (``flavour`` 'full'), before pip fails on it."""
     if version not in SUPPORTED_PYTHONS:
         names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS)
         newest = '%d.%d' % SUPPORTED_PYTHONS[-1]
@@ -348,6 +352,14 @@ def check_python(version: Tuple[int, int]) -> None:
                          f'requirements/lock.txt is resolved for Python {names}',
                          f'use one of those: PYTHON=python{newest} bash tools/setup_env.sh (with an existing '
                          '.venv on another Python, also set INLINE_DENSE_VENV to a new folder, or delete .venv)')
+    if flavour == 'full' and version not in FULL_PYTHONS:
+        names = ' or '.join('%d.%d' % v for v in FULL_PYTHONS)
+        raise SetupError(f"MMCV=full does not build on Python {version[0]}.{version[1]}: mmcv 2.1.0's setup.py reads "
+                         "its version through exec() and locals(), which Python 3.13 changed (PEP 667): "
+                         "KeyError: '__version__'",
+                         'use the default MMCV=lite here (no compiler; the stand-in serves nms, roi_align and the '
+                         f'focal losses), or Python {names} for MMCV=full: '
+                         f'MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
 
 
 def make_context(flavour: str) -> Context:
@@ -562,7 +574,7 @@ def main(argv: Sequence[str]) -> int:
         if flavour not in FLAVOURS:
             raise SetupError(f'MMCV={flavour} is not a flavour', 'use MMCV=lite (default, no compiler) or MMCV=full '
                              '(mmcv compiled with all its ops)')
-        check_python(sys.version_info[:2])
+        check_python(sys.version_info[:2], flavour)
         ctx = make_context(flavour)
         mode = modes[arg]
         if mode == 'plan':
