@@ -46,7 +46,7 @@ setup(
     packages=find_packages(include=['inline_dense', 'inline_dense.*']),
     py_modules=['inline_dense_mmcv_hook'],
     cmdclass={'build_py': BuildPyWithPth},
-    python_requires='>=3.9,<3.13',
+    python_requires='>=3.9,<3.14',
     install_requires=read_requirements('runtime.txt'),
     extras_require={
         'lite': ['mmcv-lite==2.1.0'],      # no compiler needed: ops served by inline_dense.ops

@@ -15,8 +15,12 @@ mmcv flavour, ``MMCV=lite`` (default) or ``MMCV=full``:
         Python's headers, ~10-30 min on 2 cores once per torch/Python/ops/build tools, then
         cached. CUDA ops need a GPU and a CUDA toolkit (nvcc) matching torch's.
 
-Environment: the active virtual environment ($VIRTUAL_ENV), else .venv/ in this checkout.
-Knobs: PYTHON (interpreter for .venv, 3.9-3.12), MMCV, FORCE_CUDA=1/0 (full: CUDA ops or not;
+Environment: $INLINE_DENSE_VENV when set (made there if missing; e.g. a second environment on
+another Python beside .venv), else the active virtual environment ($VIRTUAL_ENV), else .venv/ in
+this checkout.
+Python: 3.11, 3.12 or 3.13 (the versions requirements/lock.txt is resolved for; its numpy and torch
+have no releases for 3.9 or 3.10). MMCV=full: 3.11 or 3.12 (mmcv 2.1.0's setup.py fails on 3.13).
+Knobs: PYTHON (interpreter for a new environment), INLINE_DENSE_VENV, MMCV, FORCE_CUDA=1/0 (full: CUDA ops or not;
 default: when torch sees a GPU and nvcc exists), MAX_JOBS (full: compile jobs),
 SETUP_FORCE=1 (re-check everything with pip), INLINE_DENSE_CACHE (default
 ~/.cache/inline_dense: compiled mmcv wheels, and logs of failed steps).
@@ -41,11 +45,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / 'requirements' / 'lock.txt'
 BUILD = ROOT / 'requirements' / 'build.txt'
 CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
-SUPPORTED_PYTHONS = ((3, 9), (3, 10), (3, 11), (3, 12))
+# The Pythons requirements/lock.txt resolves for (all of it as wheels; checked by pip --dry-run on each).
+SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))
+# MMCV=full builds mmcv 2.1.0's sdist, whose setup.py reads its version through exec() into
+# locals(): Python 3.13 no longer updates locals() that way (PEP 667), so the build fails there.
+FULL_PYTHONS = ((3, 11), (3, 12))
 STACK = ('torch', 'torchvision', 'mmengine', 'mmdet', 'mmsegmentation')
 # Besides the stack: what the package, its tools and its tests import. setuptools < 81:
 # mmengine 0.10.7 resolves 'mmdet::' / 'mmseg::' config paths with pkg_resources.
-EXTRAS = ('setuptools', 'timm', 'pycocotools', 'pytest', 'pytest-timeout', 'pytest-xdist', 'ftfy', 'regex',
+EXTRAS = ('setuptools', 'timm', 'segmentation-models-pytorch', 'pycocotools', 'pytest', 'pytest-timeout',
+          'pytest-xdist', 'ftfy', 'regex', 'ruff',
           'onnx', 'onnxruntime', 'onnxscript')  # the last three: tools/export_onnx.py and its tests
 FLAVOURS = {'lite': 'mmcv-lite', 'full': 'mmcv'}
 STAMP_NAME = '.inline_dense_setup'
@@ -214,7 +223,7 @@ def explain_pip_failure(what: str, output: str, log: Path) -> SetupError:
     if re.search(r'ResolutionImpossible|conflicting dependencies', output):
         return SetupError(f'{what}: the pinned versions conflict (see above)',
                           'an active environment may hold packages that clash with requirements/lock.txt: '
-                          'try without VIRTUAL_ENV (this script then makes .venv)')
+                          'try without VIRTUAL_ENV (this script then makes .venv, or $INLINE_DENSE_VENV)')
     if re.search(r'NewConnectionError|Max retries exceeded|Name or service not known|Temporary failure in name '
                  r'resolution|Connection (refused|reset)|Read timed out|SSLError|ProxyError|Network is unreachable',
                  output, re.I):
@@ -322,10 +331,40 @@ class Context:
         return self.venv / STAMP_NAME
 
 
+def chosen_venv() -> Path:
+    """$INLINE_DENSE_VENV, else the active environment, else .venv in this checkout."""
+    named = os.environ.get('INLINE_DENSE_VENV') or os.environ.get('VIRTUAL_ENV')
+    return Path(named).absolute() if named else ROOT / '.venv'
+
+
+def owned_by_setup(venv: Path) -> bool:
+    """Environments this setup makes and may ask to delete (not a user's active one)."""
+    named = os.environ.get('INLINE_DENSE_VENV')
+    return venv == ROOT / '.venv' or bool(named and venv == Path(named).absolute())
+
+
+def check_python(version: Tuple[int, int], flavour: str = 'lite') -> None:
+    """Refuses a Python that the lock holds no wheels for, or that cannot build mmcv 2.1.0
+    (``flavour`` 'full'), before pip fails on it."""
+    if version not in SUPPORTED_PYTHONS:
+        names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS)
+        newest = '%d.%d' % SUPPORTED_PYTHONS[-1]
+        raise SetupError(f'Python {version[0]}.{version[1]} is not supported by the pinned setup: '
+                         f'requirements/lock.txt is resolved for Python {names}',
+                         f'use one of those: PYTHON=python{newest} bash tools/setup_env.sh (with an existing '
+                         '.venv on another Python, also set INLINE_DENSE_VENV to a new folder, or delete .venv)')
+    if flavour == 'full' and version not in FULL_PYTHONS:
+        names = ' or '.join('%d.%d' % v for v in FULL_PYTHONS)
+        raise SetupError(f"MMCV=full does not build on Python {version[0]}.{version[1]}: mmcv 2.1.0's setup.py reads "
+                         "its version through exec() and locals(), which Python 3.13 changed (PEP 667): "
+                         "KeyError: '__version__'",
+                         'use the default MMCV=lite here (no compiler; the stand-in serves nms, roi_align and the '
+                         f'focal losses), or Python {names} for MMCV=full: '
+                         f'MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
+
+
 def make_context(flavour: str) -> Context:
-    active = os.environ.get('VIRTUAL_ENV')
-    venv = Path(active) if active else ROOT / '.venv'
-    return Context(venv=venv, flavour=flavour, pins=read_pins(), cache=cache_dir())
+    return Context(venv=chosen_venv(), flavour=flavour, pins=read_pins(), cache=cache_dir())
 
 
 def observe(ctx: Context) -> State:
@@ -398,7 +437,7 @@ def setup(ctx: Context) -> None:
                            capture_output=True, text=True)
     if check.returncode:
         print(check.stdout + check.stderr, file=sys.stderr)
-        if ctx.venv == ROOT / '.venv':
+        if owned_by_setup(ctx.venv):
             raise SetupError(f'pip reports conflicting requirements in {ctx.venv} (above)',
                              f'delete {ctx.venv} and run this again')
         say(f'WARNING: pip reports conflicts in your environment {ctx.venv} (above); the stack may still work')
@@ -536,9 +575,7 @@ def main(argv: Sequence[str]) -> int:
         if flavour not in FLAVOURS:
             raise SetupError(f'MMCV={flavour} is not a flavour', 'use MMCV=lite (default, no compiler) or MMCV=full '
                              '(mmcv compiled with all its ops)')
-        if sys.version_info[:2] not in SUPPORTED_PYTHONS:
-            raise SetupError(f'Python {sys.version.split()[0]} is not supported (mmcv 2.1.0, mmdet 3.3.0)',
-                             'use Python 3.9-3.12: PYTHON=python3.12 bash tools/setup_env.sh')
+        check_python(sys.version_info[:2], flavour)
         ctx = make_context(flavour)
         mode = modes[arg]
         if mode == 'plan':
