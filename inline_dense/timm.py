@@ -54,6 +54,8 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
     if pretrained and not (_has_file(overlay) or _has_file(kwargs.get('pretrained_cfg'))):
         # our resolution of the authors' file (their URLs carry no file name for timm's cache)
         overlay['file'] = resolve(SCHEME + variant)
+    if _has_file(overlay):  # timm turns custom_load off for a new source; the authors' files need ours
+        overlay.setdefault('custom_load', True)
     family, arch = VARIANTS[variant]
     return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
                                 feature_cfg=dict(feature_cls='getter', out_indices=(0, 1, 2, 3)),
