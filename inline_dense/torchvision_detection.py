@@ -9,15 +9,25 @@
 ``out_channels`` whose forward returns an ``OrderedDict`` of maps ``'0'..'3'`` (strides 4-32) and
 ``'pool'`` (stride 64).
 
-**Padding.** torchvision pads every batch to a multiple of 32 at the bottom / right. InLine
-attention is global, so without help an image's features would depend on how much padding its
-batch adds. :func:`pass_image_sizes` hands each batch's real image sizes (torchvision's
+**Padding.** torchvision pads every batch at the bottom / right. InLine attention is global, so
+without help an image's features would depend on how much padding its batch adds.
+:func:`pass_image_sizes` makes a detector hand each batch's real image sizes (torchvision's
 ``ImageList.image_sizes``) to the backbone, which passes them on as ``valid_hw``: the attention
-ignores padded tokens, and the FPN sets everything beyond an image's own area (``ceil(size /
-stride)`` cells per level) to zero, as the zero padding of an image alone would be. An image's
-detections alone and next to a larger image then agree. Without :func:`pass_image_sizes` (or a
-``valid_hw`` argument) the whole padded tensor counts as image.
+ignores padded tokens, and the FPN sets every cell beyond an image's own area (``ceil(size /
+stride)`` cells per level) to zero, as the zero padding of an image alone would be. It also
+makes the detector's other stages independent of the padding: the batch is padded to a multiple
+of 64 instead of 32 (torchvision's anchor generator takes each level's stride as padded size //
+map size, which the stride-64 'pool' level gets wrong otherwise), and in eval the RPN scores no
+anchor on padded cells (their objectness becomes 0 and ``rpn.score_thresh`` drops them). An
+image's detections alone and next to a larger image then agree (to 1e-4 in the tests).
+
+What remains is torchvision's RoIAlign at an image's bottom / right edge on a level where the
+image fills the padded map to its last cell: there it repeats the last cell instead of blending
+with the zero padding a larger batch supplies. Only boxes assigned to that level (the coarse
+ones: box side >= 448 px for level '3') and touching that edge are affected. Without
+:func:`pass_image_sizes` (or a ``valid_hw`` argument) the whole padded tensor counts as image.
 """
+import math
 from collections import OrderedDict
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -56,6 +66,8 @@ class InLineFPNBackbone(nn.Module):
         super().__init__()
         self.body = body
         self.strides = [body.strides[i] for i in body.out_indices]
+        self.level_strides = self.strides + [2 * self.strides[-1]]  # the max-pool level halves the last
+        self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the RPN
         self.fpn = FeaturePyramidNetwork([body.embed_dims[i] for i in body.out_indices], out_channels,
                                          extra_blocks=LastLevelMaxPool())
         self.out_channels = out_channels
@@ -73,6 +85,7 @@ class InLineFPNBackbone(nn.Module):
 
     def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
         sizes = [tuple(s) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
+        self.current_sizes = sizes
         feats = list(self.body(x, sizes))
         masks = None
         if sizes is not None:
@@ -127,18 +140,39 @@ def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Optional[str] =
     return InLineFPNBackbone(body, out_channels)
 
 
+PADDED_SCORE = -1e4  # an objectness logit whose sigmoid is exactly 0 in float32 (unlike -inf, no NaN in a loss)
+
+
 def pass_image_sizes(model: GeneralizedRCNN) -> GeneralizedRCNN:
-    """Makes ``model`` (a torchvision detector on an :class:`InLineFPNBackbone`) hand each batch's
-    real image sizes to its backbone: a forward hook on ``model.transform`` records
-    ``ImageList.image_sizes`` for the padded tensor it made. Returns ``model``."""
+    """Makes ``model`` (a torchvision detector on an :class:`InLineFPNBackbone`) independent of the
+    padding its batches get (see the module docstring): a forward hook on ``model.transform``
+    records ``ImageList.image_sizes`` for the padded tensor it made; batches are padded to
+    multiples of 64; in eval a forward hook on ``model.rpn.head`` sets the objectness of anchors
+    on padded cells to 0 and ``rpn.score_thresh`` drops them. Parameters and state-dict keys are
+    unchanged. Returns ``model``."""
     backbone = getattr(model, 'backbone', None)
     if not isinstance(backbone, InLineFPNBackbone):
         raise TypeError(f'pass_image_sizes: model.backbone is a {type(backbone).__name__}, not an '
                         f'InLineFPNBackbone (build it with inline_fpn_backbone).')
+    divisible = 2 * backbone.strides[-1]
+    size_divisible = model.transform.size_divisible
+    if size_divisible % divisible:
+        model.transform.size_divisible = size_divisible * divisible // math.gcd(size_divisible, divisible)
+    model.rpn.score_thresh = max(model.rpn.score_thresh, torch.finfo(torch.float32).tiny)
 
     def record(_module: nn.Module, _inputs: tuple, output: tuple) -> None:
         images = output[0]
         backbone.record_image_sizes(images.tensors, images.image_sizes)
 
+    def ignore_padded_anchors(module: nn.Module, _inputs: tuple, output: tuple) -> Optional[tuple]:
+        sizes = backbone.current_sizes
+        logits, deltas = output
+        if module.training or sizes is None or len(logits) != len(backbone.level_strides):
+            return None
+        masked = [t.masked_fill(valid_area_mask(sizes, t.shape[-2:], s, t.device) == 0, PADDED_SCORE)
+                  for t, s in zip(logits, backbone.level_strides)]
+        return masked, deltas
+
     model.transform.register_forward_hook(record)
+    model.rpn.head.register_forward_hook(ignore_padded_anchors)
     return model
