@@ -2,6 +2,7 @@
 stride-32 features, for the three families; DeepLabV3/V3+ refused; save / load round trip; the
 Python 3.9 message."""
 import importlib
+import os
 import sys
 
 import pytest
@@ -60,6 +61,17 @@ def test_save_pretrained_and_from_pretrained_round_trip(tmp_path):
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         assert torch.equal(model(x), loaded(x))
+
+
+def test_encoder_weights_true_loads_an_authors_file(tmp_path):
+    """encoder_weights=True goes through inline_dense.timm's reading (here a local file)."""
+    path = os.path.join(os.path.dirname(__file__), 'data', 'fixtures', 'inline_swin_mini_authors_layout.pth')
+    model = smp.FPN('tu-inline_swin_t', encoder_weights=True, classes=2, pretrained_cfg_overlay=dict(file=path),
+                    embed_dims=16, depths=(2, 2, 4, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS2')
+    authors = torch.load(path, weights_only=True)['model']
+    backbone = model.encoder.model.model.backbone
+    assert torch.equal(backbone.patch_embed.proj.weight, authors['patch_embed.proj.weight'])
+    assert torch.equal(backbone.stages[3].blocks[1].mlp.fc2.weight, authors['layers.3.blocks.1.mlp.fc2.weight'])
 
 
 def test_encoder_name_checks_the_variant():
