@@ -22,7 +22,7 @@ import timm  # noqa: F401  (the package this module plugs into)
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 
-from .checkpoint import PUBLISHED, SCHEME, resolve
+from .checkpoint import PUBLISHED, SCHEME, DownloadError, resolve
 from .models.classifier import FIRST_CONV, VARIANTS, InLineClassifier, check_output_stride
 
 SOURCE = 'https://github.com/LeapLabTHU/InLine'
@@ -53,7 +53,12 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
     if pretrained and not (_has_file(overlay) or _has_file(kwargs.get('pretrained_cfg'))):
         # our resolution of the authors' file (their URLs carry no file name for timm's cache)
-        overlay['file'] = resolve(SCHEME + variant)
+        try:
+            overlay['file'] = resolve(SCHEME + variant)
+        except (OSError, DownloadError) as exc:  # FileNotFoundError, a read-only cache, no network
+            raise type(exc)(f'{exc}\nWith timm: timm.create_model({variant!r}, pretrained=True, '
+                            f'pretrained_cfg_overlay=dict(file=\'/path/to/{variant}.pth\')) reads a file you '
+                            f'downloaded yourself.') from exc
     if _has_file(overlay):  # timm turns custom_load off for a new source; the authors' files need ours
         overlay.setdefault('custom_load', True)
     family, arch = VARIANTS[variant]

@@ -206,3 +206,11 @@ def test_mismatched_checkpoint_is_refused_with_the_keys():
     with pytest.raises(Exception, match='does not fit'):
         timm.create_model('inline_swin_t', pretrained=True, num_classes=10, pretrained_cfg_overlay=dict(
             file=os.path.join(FIXTURES, 'inline_swin_mini_authors_layout.pth')))
+
+
+def test_pretrained_without_a_file_says_how_to_pass_one(monkeypatch):
+    def offline(name):
+        raise FileNotFoundError(f'{name} is not available offline')
+    monkeypatch.setattr(inline_dense.timm, 'resolve', offline)
+    with pytest.raises(FileNotFoundError, match=r"not available offline\n.*pretrained_cfg_overlay=dict\(file="):
+        timm.create_model('inline_pvt_t', pretrained=True)
