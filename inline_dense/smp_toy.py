@@ -16,15 +16,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from .models.classifier import VARIANTS
 from .smp import encoder_name, smp
 from .toy_data import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, make_toy_ade
 
 IGNORE = 255
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
-# a small InLine-Swin (the 'tiny' preset's layout at a quarter of its depth and width): a few
-# minutes of CPU suffice for it to learn the toy scenes
-SMALL_SWIN = dict(embed_dims=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), drop_path_rate=0.0)
+# small encoders (a preset's attention layout at about a quarter of its depth and width): a few
+# minutes of CPU suffice for them to learn the toy scenes
+SMALL_ENCODER = dict(embed_dims=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), drop_path_rate=0.0)
+SMALL_HEADS = {'cswin': (2, 2, 4, 8)}  # CSwin's stripe stages split their heads in two branches
 # decoder widths for the CPU: smp's defaults (256 channels at stride 4) cost several times the encoder
 SMALL_DECODERS = {'UPerNet': dict(decoder_channels=64),
                   'FPN': dict(decoder_pyramid_channels=64, decoder_segmentation_channels=32)}
@@ -62,11 +64,17 @@ def load_split(root: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
     return x.contiguous(), y
 
 
+def small_encoder(variant: str) -> dict:
+    """The backbone arguments of the small encoder of ``variant``'s family (``SMALL_ENCODER``)."""
+    family = VARIANTS[variant][0] if variant in VARIANTS else ''
+    return dict(SMALL_ENCODER, num_heads=SMALL_HEADS.get(family, SMALL_ENCODER['num_heads']))
+
+
 def build_model(decoder: str = 'UPerNet', variant: str = 'inline_swin_t', num_classes: int = len(TOY_ADE_CLASSES),
                 **kwargs) -> nn.Module:
     """smp ``decoder`` (a class name: 'UPerNet', 'FPN', ...) on the InLine ``variant`` encoder,
     from scratch; ``kwargs``: the decoder's arguments, the rest go on to the backbone (e.g.
-    ``SMALL_SWIN``)."""
+    ``small_encoder(variant)``)."""
     return getattr(smp, decoder)(encoder_name(variant), encoder_weights=None, classes=num_classes, **kwargs)
 
 
@@ -110,7 +118,7 @@ def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str
     """Trains ``decoder`` + InLine ``variant`` from scratch on the toy ADE data at ``root`` (made
     if missing; default ``data/toy_ade``) for ``train_seconds`` of wall-clock time (or
     ``max_epochs``), then evaluates mIoU on its validation split. ``encoder_kwargs`` (default
-    ``SMALL_SWIN``) and ``decoder_kwargs`` (default ``SMALL_DECODERS[decoder]``) size the model.
+    ``small_encoder(variant)``) and ``decoder_kwargs`` (default ``SMALL_DECODERS[decoder]``) size the model.
 
     The run is budgeted in time, not steps, so that it ends on time on any machine: the learning
     rate (AdamW) follows warm-up + cosine over the elapsed fraction of ``train_seconds``, so a
@@ -122,7 +130,7 @@ def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str
     x_train, y_train = load_split(root, 'training')
     x_val, y_val = load_split(root, 'validation')
     num_classes = len(TOY_ADE_CLASSES)
-    kwargs = dict(SMALL_SWIN if encoder_kwargs is None else encoder_kwargs)
+    kwargs = dict(small_encoder(variant) if encoder_kwargs is None else encoder_kwargs)
     kwargs.update(SMALL_DECODERS.get(decoder, {}) if decoder_kwargs is None else decoder_kwargs)
     model = build_model(decoder, variant, num_classes, **kwargs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)

@@ -1,5 +1,7 @@
 """The toy end-to-end run outside OpenMMLab (smp UPerNet + InLine-Swin on toy ADE20K) learns."""
+import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +28,17 @@ def test_short_run_is_far_above_chance(tmp_path):
     assert run.losses[-1] < run.losses[0]
     assert run.miou > run.chance_miou + 0.2, run
     assert set(run.class_iou) == {'sky', 'ground', 'circle', 'square', 'triangle'}
+
+
+@pytest.mark.slow
+def test_the_tool_reports_miou_as_json(tmp_path, capsys):
+    root = make_toy_ade(str(tmp_path / 'toy_ade'), num_train=8, num_val=4, image_size=64)
+    spec = importlib.util.spec_from_file_location(
+        'train_smp_toy', Path(__file__).resolve().parents[1] / 'tools' / 'train_smp_toy.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    result = tool.main(['--root', root, '--decoder', 'FPN', '--variant', 'inline_pvt_t', '--seconds', '3',
+                        '--batch-size', '4'])
+    out = capsys.readouterr().out
+    assert f'"miou": {result["miou"]}' in out and 0 <= result['miou'] <= 1 and result['steps'] >= 1
+    assert result['decoder'] == 'FPN' and result['variant'] == 'inline_pvt_t'
