@@ -25,6 +25,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
 LAYERS = [
     {'analysis', 'deploy'},
     {'runtime'},
+    {'smp_toy'},  # the ecosystem adapters (timm, smp, torchvision) sit above the models they wrap
+    {'smp'},
+    {'timm', 'torchvision_detection'},
     {'engine', 'toy_data'},
     {'models'},
     {'checkpoint'},

@@ -8,7 +8,7 @@ from typing import Any, List, Mapping
 
 import torch
 
-from .loading import CheckpointError
+from .errors import CheckpointError
 
 SHOWN = 8
 

@@ -12,15 +12,13 @@ from torch import nn
 
 from ..typing import StateDict
 from . import safe_unpickle
+from .errors import CheckpointError
+from .finite import check_finite
 from .safetensors_errors import SAFETENSORS_ERRORS
 from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
 
 # Parameters a classification checkpoint cannot hold: their absence is expected.
 OPTIONAL_PREFIXES = ('out_norms.',)
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read, or does not fit the backbone."""
 
 
 # Where the weights sit in a checkpoint dict, tried in this order.
@@ -184,7 +182,6 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     if prefix:
         chosen = with_prefix(chosen, prefix, repr(path))
     state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
-    from .finite import check_finite  # here: finite imports this module
     check_finite(state, repr(path), 'Download or convert the file again, or point init_cfg at a good file '
                                     '(init_cfg=None trains the backbone from scratch).')
     model_state = model.state_dict()

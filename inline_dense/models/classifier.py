@@ -1,0 +1,266 @@
+"""The authors' ImageNet classifiers as torch modules: an InLine backbone, the final norm, average
+pooling and the linear head, loading the authors' checkpoints WITH their head.
+
+Torch only: :mod:`inline_dense.timm` registers these classes with timm; they follow timm's
+classifier and feature-getter contracts (``forward_features``, ``forward_head``,
+``reset_classifier``, ``forward_intermediates``, ``prune_intermediate_layers``, ``feature_info``)
+without importing it.
+
+The authors' heads: InLine-Swin and InLine-CSwin normalise the last stage (``norm``) and average
+its tokens; InLine-PVT averages the last stage's tokens without a norm. Then ``head`` (Linear).
+"""
+import re
+from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
+
+import torch
+from torch import nn
+
+from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights
+from ..typing import HW, StateDict
+from .backbone_base import InLineBackboneBase
+from .inline_cswin import InLineCSwin
+from .inline_pvt import InLinePVT
+from .inline_swin import InLineSwin
+from .layers import TransformerBlock
+
+FAMILIES: Dict[str, Type[InLineBackboneBase]] = {'swin': InLineSwin, 'pvt': InLinePVT, 'cswin': InLineCSwin}
+FINAL_NORM = {'swin': True, 'pvt': False, 'cswin': True}
+FIRST_CONV = {'swin': 'backbone.patch_embed.proj', 'pvt': 'backbone.stages.0.patch_embed.proj',
+              'cswin': 'backbone.stem.conv'}
+# the published variants: name -> (family, arch preset); the names of ``inline://``
+VARIANTS: Dict[str, Tuple[str, str]] = {
+    'inline_swin_t': ('swin', 'tiny'), 'inline_swin_s': ('swin', 'small'), 'inline_swin_b': ('swin', 'base'),
+    'inline_pvt_t': ('pvt', 'tiny'), 'inline_pvt_s': ('pvt', 'small'), 'inline_pvt_m': ('pvt', 'medium'),
+    'inline_pvt_l': ('pvt', 'large'),
+    'inline_cswin_t': ('cswin', 'tiny'), 'inline_cswin_s': ('cswin', 'small'), 'inline_cswin_b': ('cswin', 'base'),
+}
+IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
+
+
+def check_output_stride(output_stride: Optional[int], name: str) -> None:
+    """Only 32: the InLine stages downsample by strided patch embeddings / merges (no dilation to trade)."""
+    if output_stride is not None and output_stride != 32:
+        raise ValueError(f'{name}: output_stride={output_stride} is not supported: every InLine stage starts with '
+                         f'a strided patch embedding or patch merging (strides 4, 8, 16, 32), which cannot be turned '
+                         f'into dilation. Use a decoder that takes stride-32 features (smp: Unet, FPN, UPerNet, '
+                         f'Segformer, Linknet, MAnet, UnetPlusPlus; not DeepLabV3/V3+, which need output stride 8 '
+                         f'or 16).')
+
+
+def take_indices(num_stages: int, indices: Union[int, Sequence[int], None]) -> Tuple[List[int], int]:
+    """timm's index convention: None -> all stages, an int n -> the last n, a sequence -> those
+    (negative from the end). Returns (sorted stage indices, the largest)."""
+    if indices is None:
+        chosen = list(range(num_stages))
+    elif isinstance(indices, int):
+        if not 0 < indices <= num_stages:
+            raise ValueError(f'indices={indices}: take 1 to {num_stages} of the last stages.')
+        chosen = list(range(num_stages - indices, num_stages))
+    else:
+        chosen = sorted({i + num_stages if i < 0 else i for i in indices})
+        if not chosen or not all(0 <= i < num_stages for i in chosen):
+            raise ValueError(f'indices={list(indices)}: stage indices must lie in [-{num_stages}, {num_stages - 1}].')
+    return chosen, chosen[-1]
+
+
+class InLineClassifier(nn.Module):
+    """An InLine backbone with the authors' classification head.
+
+    Args:
+        family: 'swin', 'pvt' or 'cswin'.
+        arch: the backbone's preset name ('tiny', ...) or arch dict.
+        num_classes: head outputs; 0: no head (``forward`` gives the pooled features).
+        global_pool: 'avg' (the authors'; the only pooling).
+        drop_rate: dropout before the head.
+        in_chans: input channels (timm's name for the backbone's ``in_channels``).
+        **backbone_kwargs: the backbone's constructor arguments (``drop_path_rate``, ``with_cp``,
+            ``embed_dims``, ...); ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are
+            accepted and ignored (any size works); ``output_stride`` must be 32 or None.
+
+    Shapes: ``forward_features`` (B, 3, H, W) -> (B, C, ceil(H/32), ceil(W/32)) after the final
+    norm; ``forward_head`` -> (B, num_classes) (or (B, C) with ``pre_logits``).
+    """
+
+    def __init__(self, family: str = 'swin', arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
+                 global_pool: str = 'avg', drop_rate: float = 0.0, in_chans: int = 3,
+                 output_stride: Optional[int] = None, **backbone_kwargs) -> None:
+        super().__init__()
+        if family not in FAMILIES:
+            raise ValueError(f'family={family!r}: use one of {sorted(FAMILIES)}.')
+        check_output_stride(output_stride, f'InLine-{family}')
+        for key in IGNORED_SIZE_ARGS:  # timm passes these to every model; InLine takes any input size
+            backbone_kwargs.pop(key, None)
+        for key in ('out_norm', 'out_indices', 'init_cfg'):
+            if key in backbone_kwargs:
+                raise TypeError(f'InLineClassifier: {key} is fixed (all stages, no per-stage output norm, '
+                                f'initialised here); build the backbone class itself for other choices.')
+        self.family = family
+        self.backbone = FAMILIES[family](arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
+        dims, strides = self.backbone.embed_dims, self.backbone.strides
+        self.num_features = self.head_hidden_size = dims[-1]
+        self.num_classes = num_classes
+        self.in_chans = in_chans
+        self.norm = nn.LayerNorm(dims[-1]) if FINAL_NORM[family] else nn.Identity()
+        self.global_pool = self._check_pool(global_pool)
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
+        self.feature_info = [dict(num_chs=dims[i], reduction=strides[i], module=f'backbone.stages.{i}')
+                             for i in range(len(dims))]
+        if not getattr(self.backbone, 'initialised', False):  # a backbone that does not initialise itself
+            self.backbone.init_from_scratch()
+        self._init_head()
+
+    @staticmethod
+    def _check_pool(global_pool: str) -> str:
+        if global_pool != 'avg':
+            raise ValueError(f"global_pool={global_pool!r}: only 'avg' (the authors' token mean) is supported.")
+        return global_pool
+
+    def _init_head(self) -> None:
+        for m in (self.norm, self.head):
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+
+    # ------------------------------------------------------------------ timm's classifier contract
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+        """A new head with ``num_classes`` outputs (0: none, ``forward`` gives pooled features)."""
+        if global_pool is not None:
+            self.global_pool = self._check_pool(global_pool)
+        self.num_classes = num_classes
+        ref = next(self.parameters())
+        self.head = nn.Linear(self.num_features, num_classes, device=ref.device, dtype=ref.dtype) \
+            if num_classes > 0 else nn.Identity()
+        if num_classes > 0 and ref.device.type != 'meta':
+            self._init_head()
+
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute every block in backward (the backbone's ``with_cp``)."""
+        for m in self.backbone.modules():
+            if isinstance(m, TransformerBlock):
+                m.with_cp = enable
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C_in, H, W) -> last stage after the final norm, (B, C, ceil(H/32), ceil(W/32))."""
+        return self._final_norm(self.backbone(x)[-1])
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """(B, C, h, w) from ``forward_features`` -> (B, num_classes), or the pooled (B, C)."""
+        x = self.head_drop(x.mean(dim=(2, 3)))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def _final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final norm on an NCHW map (a LayerNorm over channels)."""
+        if isinstance(self.norm, nn.Identity):
+            return x
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    # ------------------------------------------------------------------ timm's feature-getter contract
+    def forward_intermediates(self, x: torch.Tensor, indices: Union[int, Sequence[int], None] = None,
+                              norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',
+                              intermediates_only: bool = False, valid_hw: Optional[Sequence[HW]] = None
+                              ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
+        """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;
+        with ``norm`` the final norm is applied to the last stage's map. Unless
+        ``intermediates_only``, also returns the final features (as ``forward_features``).
+
+        ``valid_hw``: each image's real size in a padded batch (see the backbone's ``forward``).
+        ``stop_early`` is accepted; the stages after the last index are removed by
+        ``prune_intermediate_layers`` instead.
+        """
+        if output_fmt != 'NCHW':
+            raise ValueError(f"output_fmt={output_fmt!r}: InLine stages give 'NCHW' maps only.")
+        stages = self.backbone(x, valid_hw)
+        chosen, _ = take_indices(len(stages), indices)
+        last = len(stages) - 1
+        intermediates = [self._final_norm(stages[i]) if norm and i == last else stages[i] for i in chosen]
+        if intermediates_only:
+            return intermediates
+        return self._final_norm(stages[-1]), intermediates
+
+    def prune_intermediate_layers(self, indices: Union[int, Sequence[int]] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> List[int]:
+        """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
+        returns the stage indices kept for ``forward_intermediates``."""
+        backbone = self.backbone
+        chosen, last = take_indices(len(backbone.stages), indices)
+        removed = last + 1 < len(backbone.stages)
+        if removed:
+            backbone.stages = backbone.stages[:last + 1]
+            backbone.strides = backbone.strides[:last + 1]
+            backbone.out_indices = tuple(range(last + 1))
+            if getattr(backbone.stages[last], 'downsample', None) is not None:  # Swin: merging into a removed stage
+                backbone.stages[last].downsample = None
+            self.feature_info = self.feature_info[:last + 1]
+        if prune_norm or removed:  # the final norm belongs to the last stage
+            self.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0)
+        return chosen
+
+    # ------------------------------------------------------------------ weights
+    def convert_pretrained(self, state_dict: StateDict) -> StateDict:
+        """The authors' classification layout (or ours) -> this module's keys."""
+        if any(k.startswith('backbone.') for k in state_dict):  # our own layout (e.g. a timm checkpoint)
+            return dict(state_dict)
+        head = {k: v for k, v in state_dict.items() if k.startswith('head.')}
+        converted, _ = self.backbone.convert_pretrained(state_dict)
+        last = len(self.backbone.depths) - 1
+        out = {}
+        for key, value in converted.items():
+            new = re.sub(rf'^out_norms\.{last}\.', 'norm.', key)
+            out[new if new.startswith('norm.') else f'backbone.{key}'] = value
+        out.update(head)
+        return out
+
+    def load_pretrained(self, checkpoint: str, weights: str = 'auto') -> List[str]:
+        """Loads the authors' checkpoint (a path, URL or ``inline://`` name; EMA weights when the file
+        has them, unless ``weights`` says 'model') strictly; its head only if it fits ``num_classes``
+        (otherwise the head stays freshly initialised). Returns the checkpoint keys not loaded."""
+        path = resolve(checkpoint)
+        chosen, _ = select_weights(read_checkpoint(path), weights, repr(path))
+        state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in chosen.items()}
+        state = self.convert_pretrained(state)
+        own = self.state_dict()
+        skipped = [k for k in state if k.startswith('head.') and (k not in own or own[k].shape != state[k].shape)]
+        state = {k: v for k, v in state.items() if k not in skipped}
+        if any(k.startswith('norm.') for k in state) and 'norm.weight' not in own:  # norm pruned (features_only)
+            skipped += [k for k in state if k.startswith('norm.')]
+            state = {k: v for k, v in state.items() if not k.startswith('norm.')}
+        missing = [k for k in own if k not in state and not k.startswith('head.')]  # no head: a fresh one
+        unexpected = [k for k in state if k not in own]
+        mismatched = [f'{k}: {tuple(state[k].shape)} vs {tuple(own[k].shape)}' for k in state
+                      if k in own and state[k].shape != own[k].shape]
+        if missing or unexpected or mismatched:
+            raise CheckpointError(f'{checkpoint!r} does not fit InLine-{self.family} {self.backbone.arch} '
+                                  f'(another variant?): missing {missing[:8]}, unexpected {unexpected[:8]}, '
+                                  f'shape mismatch {mismatched[:8]}.')
+        self.load_state_dict(state, strict=False)
+        return skipped
+
+
+def variant_kwargs(variant: str) -> Dict[str, str]:
+    """``'inline_swin_t'`` -> ``{'family': 'swin', 'arch': 'tiny'}``."""
+    if variant not in VARIANTS:
+        raise ValueError(f'unknown InLine variant {variant!r}; use one of {sorted(VARIANTS)}.')
+    family, arch = VARIANTS[variant]
+    return dict(family=family, arch=arch)
+
+
+def build_classifier(variant: str, num_classes: int = 1000, checkpoint: Optional[str] = None,
+                     **kwargs) -> InLineClassifier:
+    """The authors' ImageNet model ``variant`` (e.g. 'inline_swin_t'), loaded from ``checkpoint``
+    (a path, URL or ``inline://`` name) when given."""
+    model = InLineClassifier(num_classes=num_classes, **variant_kwargs(variant), **kwargs)
+    if checkpoint is not None:
+        model.load_pretrained(checkpoint)
+    return model

@@ -1,0 +1,155 @@
+"""InLine backbone + FPN under torchvision's FasterRCNN / MaskRCNN: a training step, eval output,
+and an image's detections unchanged by the padding a larger batch adds (``pass_image_sizes``)."""
+import os
+from collections import OrderedDict
+
+import pytest
+import torch
+from torchvision.models.detection import FasterRCNN, MaskRCNN
+
+from inline_dense.torchvision_detection import InLineFPNBackbone, inline_fpn_backbone, pass_image_sizes
+
+FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
+SMALL = {'inline_swin_t': dict(embed_dims=16, num_heads=(1, 2, 4, 8)),
+         'inline_pvt_t': dict(embed_dims=(16, 32, 64, 128), num_heads=(1, 2, 4, 8)),
+         'inline_cswin_t': dict(embed_dims=16, num_heads=(2, 2, 4, 8))}
+# torchvision resizes the shorter side to 160 (these keep their size); pass_image_sizes pads to 64s
+RESIZE = dict(min_size=160, max_size=512)
+IMAGE = (160, 200)  # alone: padded to 192 x 256
+LARGER = [(160, 400), (400, 160)]  # next to these: padded to 448 x 448
+
+
+def backbone(variant, **kwargs):
+    torch.manual_seed(0)
+    return inline_fpn_backbone(variant, out_channels=32, depths=(1, 1, 1, 1), drop_path_rate=0.0,
+                               **SMALL[variant], **kwargs)
+
+
+def images(sizes):
+    g = torch.Generator().manual_seed(1)
+    return [torch.rand(3, *s, generator=g) for s in sizes]
+
+
+def targets(sizes, masks=False):
+    out = []
+    for i, (h, w) in enumerate(sizes):
+        t = dict(boxes=torch.tensor([[4.0, 6.0, w / 2, h / 2], [w / 3, h / 4, w - 2.0, h - 3.0]]),
+                 labels=torch.tensor([1, 2 - i % 2]))
+        if masks:
+            t['masks'] = torch.zeros(2, h, w, dtype=torch.uint8)
+            t['masks'][0, 6:h // 2, 4:w // 2] = 1
+            t['masks'][1, h // 4:h - 3, w // 3:w - 2] = 1
+        out.append(t)
+    return out
+
+
+def test_the_backbone_gives_what_torchvision_takes():
+    bb = backbone('inline_swin_t')
+    out = bb(torch.randn(2, 3, 64, 96))
+    assert isinstance(out, OrderedDict) and list(out) == ['0', '1', '2', '3', 'pool']
+    assert bb.out_channels == 32
+    assert [tuple(v.shape) for v in out.values()] == [(2, 32, 16, 24), (2, 32, 8, 12), (2, 32, 4, 6),
+                                                      (2, 32, 2, 3), (2, 32, 1, 2)]
+
+
+@pytest.mark.parametrize('detector,variant', [(MaskRCNN, 'inline_swin_t'), (FasterRCNN, 'inline_pvt_t'),
+                                              (FasterRCNN, 'inline_cswin_t')])
+def test_one_training_step_and_eval(detector, variant):
+    model = pass_image_sizes(detector(backbone(variant), num_classes=3, **RESIZE))
+    sizes = [IMAGE, LARGER[0]]
+    model.train()
+    losses = model(images(sizes), targets(sizes, masks=detector is MaskRCNN))
+    assert ('loss_mask' in losses) == (detector is MaskRCNN)
+    assert all(torch.isfinite(v) for v in losses.values()), losses
+    sum(losses.values()).backward()
+    bad = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or
+                                                                          not torch.isfinite(p.grad).all())]
+    assert not bad
+    model.eval()
+    with torch.no_grad():
+        detections = model(images(sizes))
+    assert isinstance(detections, list) and len(detections) == 2
+    keys = {'boxes', 'labels', 'scores'} | ({'masks'} if detector is MaskRCNN else set())
+    assert all(set(d) == keys and d['boxes'].shape[1] == 4 for d in detections)
+
+
+@pytest.mark.parametrize('variant', sorted(SMALL))
+def test_detections_alone_and_next_to_larger_images_agree(variant):
+    model = pass_image_sizes(FasterRCNN(backbone(variant), num_classes=3, box_score_thresh=0.0,
+                                        **RESIZE)).eval()
+    with torch.no_grad():
+        alone = model(images([IMAGE]))[0]
+        batched = model(images([IMAGE] + LARGER))[0]
+    assert len(alone['boxes']) > 10
+    assert detection_distance(alone, batched) <= 1e-4
+
+
+def test_without_the_sizes_the_padding_changes_detections():
+    model = FasterRCNN(backbone('inline_swin_t'), num_classes=3, box_score_thresh=0.0, **RESIZE).eval()
+    with torch.no_grad():
+        alone = model(images([IMAGE]))[0]
+        batched = model(images([IMAGE] + LARGER))[0]
+    assert detection_distance(alone, batched) > 1e-2
+
+
+def detection_distance(a, b):
+    """Largest over both lists of the distance (box corners, score; inf for another label) to the
+    nearest detection in the other: equal-score detections may come in either order."""
+    rows = [torch.cat([d['boxes'], d['scores'][:, None], d['labels'][:, None].float() * 1e6], 1) for d in (a, b)]
+    if len(rows[0]) != len(rows[1]):
+        return float('inf')
+    pairwise = (rows[0][:, None] - rows[1][None]).abs().amax(-1)
+    return max(pairwise.amin(1).max().item(), pairwise.amin(0).max().item())
+
+
+@pytest.mark.parametrize('variant', sorted(SMALL))
+def test_fpn_levels_do_not_see_the_padding(variant):
+    """Every level, 'pool' included, of an image is the same in its own padded tensor and in a
+    larger one, with the real size given; without it the padding changes them."""
+    bb = backbone(variant).eval()
+    image = torch.randn(1, 3, *IMAGE)
+    own = torch.nn.functional.pad(image, (0, 56, 0, 32))  # what torchvision makes of it alone: 192 x 256
+    big = torch.cat([torch.nn.functional.pad(image, (0, 248, 0, 288)), torch.randn(1, 3, 448, 448)])
+    with torch.no_grad():
+        a = bb(own, valid_hw=[IMAGE])
+        b = bb(big, valid_hw=[IMAGE, (448, 448)])
+        plain_a, plain_b = bb(own), bb(big)
+    for level in a:
+        h, w = a[level].shape[-2:]
+        assert (a[level] - b[level][:1, :, :h, :w]).abs().max() < 1e-5, level
+    assert (plain_a['0'] - plain_b['0'][:1, :, :48, :64]).abs().max() > 1e-3
+
+
+def test_sizes_recorded_for_another_tensor_are_not_used():
+    bb = backbone('inline_pvt_t').eval()
+    x = torch.randn(1, 3, 64, 64)
+    bb.record_image_sizes(torch.empty(2, 3, 64, 64), [(32, 32), (64, 64)])
+    with torch.no_grad():
+        assert torch.equal(bb(x)['0'], bb(x)['0'])
+        bb.record_image_sizes(x, [(32, 32)])
+        masked = bb(x)['0']
+    assert masked[..., 8:, :].abs().max() == 0 and masked[..., :8, :8].abs().max() > 0
+
+
+def test_pass_image_sizes_pads_to_64_and_keeps_the_state_dict_keys():
+    plain = FasterRCNN(backbone('inline_pvt_t'), num_classes=2)
+    keys = list(plain.state_dict())
+    model = pass_image_sizes(plain)
+    assert model.transform.size_divisible == 64 and 0 < model.rpn.score_thresh < 1e-30
+    assert list(model.state_dict()) == keys
+
+
+def test_pass_image_sizes_needs_our_backbone():
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    with pytest.raises(TypeError, match='InLineFPNBackbone'):
+        pass_image_sizes(FasterRCNN(resnet_fpn_backbone(backbone_name='resnet18', weights=None), num_classes=2))
+
+
+def test_weights_load_an_authors_checkpoint():
+    bb = inline_fpn_backbone('inline_swin_t', weights=os.path.join(FIXTURES, 'inline_swin_mini_authors_layout.pth'),
+                             embed_dims=16, depths=(2, 2, 4, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS2')
+    assert isinstance(bb, InLineFPNBackbone)
+    ckpt = torch.load(os.path.join(FIXTURES, 'inline_swin_mini_authors_layout.pth'), weights_only=True)['model']
+    assert torch.equal(bb.body.patch_embed.proj.weight, ckpt['patch_embed.proj.weight'])
+    with pytest.raises(ValueError, match='four'):
+        inline_fpn_backbone('inline_pvt_t', out_indices=(1, 2, 3))
