@@ -6,7 +6,7 @@ from torch import nn
 from ..analysis.inline_impl import inline_layers
 from ..analysis.zoo import ConfigModel
 from ..checkpoint.loading import CheckpointError, compare, read_checkpoint, select_weights
-from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling
+from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling, replace_float_upsampling
 
 
 def load_full_checkpoint(model: nn.Module, checkpoint: str) -> None:
@@ -43,6 +43,7 @@ def deployable(config: str, checkpoint: Optional[str] = None, attn_impl: Optiona
         for layer in inline_layers(model):
             layer.impl = attn_impl
     replace_adaptive_pooling(model)
+    replace_float_upsampling(model)  # mmseg's FPNHead
     if built.scope == 'mmseg':
         return SegmentorLogits(model).eval(), 'segmentation', ['logits']
     module = DetectorFeatures(model).eval()
