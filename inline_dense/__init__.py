@@ -13,9 +13,15 @@ or mmdet and mmseg imported in either order, leaves the same registries):
    someone else raises mmengine's "already registered" error; nothing is overwritten;
 3. ``torch.load(weights_only=True)`` accepts the types mmengine writes into checkpoints;
 4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names.
+
+Before all that, :mod:`inline_dense.warning_filters` silences the OpenMMLab packages' known import
+warnings, each by category, message and module (nothing else).
 """
 import inline_dense_mmcv_hook
 
+from . import warning_filters  # noqa: E402  (imports nothing else)
+
+warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
 from . import engine, models  # noqa: E402,F401  2. the classes register themselves as they are defined
