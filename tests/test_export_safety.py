@@ -16,8 +16,14 @@ import torch
 from torch import nn
 
 import inline_dense  # noqa: F401
-from inline_dense.deploy import (OnnxMismatchError, SegmentorLogits, UpsampleByInteger, check_onnx, export_onnx,
-                                 replace_float_upsampling)
+from inline_dense.deploy import (
+    OnnxMismatchError,
+    SegmentorLogits,
+    UpsampleByInteger,
+    check_onnx,
+    export_onnx,
+    replace_float_upsampling,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPORT = (2, 3, 97, 101)

@@ -75,6 +75,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     import torch
+
     from inline_dense.deploy import deployable
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -28,8 +28,19 @@ from typing import Dict, NamedTuple, Optional
 
 from mmengine.logging import print_log
 
-from .download import (CorruptCacheError, DownloadError, archive_problem, cache_lock, delete_hint, download,
-                       read_sidecar, sha256_of, sidecar_of, verify, write_sidecar)
+from .download import (
+    CorruptCacheError,
+    DownloadError,
+    archive_problem,
+    cache_lock,
+    delete_hint,
+    download,
+    read_sidecar,
+    sha256_of,
+    sidecar_of,
+    verify,
+    write_sidecar,
+)
 
 SCHEME = 'inline://'
 

@@ -208,7 +208,8 @@ def mismatch_advice(module: nn.Module, shape: Shape, tolerance: float, workdir: 
         if not layers:
             return f'{differs}; it has no InLine layers, so --attn-impl cannot help: report the config and the sizes.'
         others = [i for i in FALLBACK_IMPLS if i not in {m.impl for m in layers}]
-        return f'{differs}: re-export with another --attn-impl ({", ".join(others)}), or report the config and the sizes.'
+        return (f'{differs}: re-export with another --attn-impl ({", ".join(others)}), or report the config '
+                f'and the sizes.')
     except Exception as err:  # the diagnosis must not hide the check's verdict
         return f'(The backbone alone could not be checked: {type(err).__name__}: {str(err)[:200]}.) Report the sizes.'
     model = getattr(module, 'segmentor', None) or getattr(module, 'detector', None)
