@@ -76,3 +76,13 @@ def test_an_unreadable_image_file_is_one_line(det, seg, tmp_path, content, words
             inferencer(str(path), out_dir=str(tmp_path / 'out'))
         text = str(info.value)
         assert '\n' not in text and str(path) in text and words in text and 'save the picture again' in text
+
+
+def test_other_loading_failures_keep_their_own_error(tmp_path):
+    """A picture that decodes is never reported as unreadable: the original error stays."""
+    from mmcv.transforms import LoadImageFromFile
+    image = picture(tmp_path / 'fine.png', 8, 8)
+    loader = LoadImageFromFile(color_type='no-such-flag')
+    with pytest.raises(Exception) as info:
+        loader.transform(dict(img_path=image))
+    assert not isinstance(info.value, UnreadableImageError)

@@ -50,13 +50,27 @@ def _readable_image(transform: Callable) -> Callable:
         try:
             out = transform(self, results)
         except Exception as exc:  # OpenCV's cv2.error, mmcv's AssertionError, Pillow's errors
-            raise _unreadable(results.get('img_path'), exc) from exc
+            problem = _unreadable(results.get('img_path'), exc)
+            if problem is exc:
+                raise
+            raise problem from exc
         return out
     return _mark(guarded)
 
 
+def _decodes(path: str) -> bool:
+    import mmcv
+    try:
+        with open(path, 'rb') as f:
+            return mmcv.imfrombytes(f.read()) is not None
+    except Exception:  # OpenCV's cv2.error on an empty buffer, Pillow's errors
+        return False
+
+
 def _unreadable(path, exc: Exception) -> Exception:
-    if not isinstance(path, str) or not os.path.isfile(path):
+    """A one-line :class:`UnreadableImageError` when ``path`` holds no decodable picture; otherwise
+    the original error (the failure was something else)."""
+    if not isinstance(path, str) or not os.path.isfile(path) or _decodes(path):
         return exc
     size = os.path.getsize(path)
     if size == 0:
