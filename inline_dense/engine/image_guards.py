@@ -18,6 +18,7 @@ them in place; it is idempotent.
 """
 import functools
 import os
+import sys
 from typing import Callable
 
 GUARDED = '_inline_dense_guard'
@@ -100,15 +101,14 @@ def _wrap(owner, name: str, guard: Callable[[Callable], Callable]) -> None:
 
 
 def install() -> None:
-    """Puts the guards in place (mmcv always; mmdet's and mmseg's where installed)."""
+    """Puts the guards in place (mmcv's and mmseg's; mmdet's where already imported)."""
     import mmcv.image.geometric as mmcv_geometric
     from mmcv.transforms import loading
     _wrap(mmcv_geometric, 'rescale_size', _at_least_one_pixel)
     _wrap(loading.LoadImageFromFile, 'transform', _readable_image)
-    try:
-        import mmdet.datasets.transforms.transforms as mmdet_transforms
-    except ImportError:
-        mmdet_transforms = None
+    # mmdet's own copy serves only FixScaleResize (Resize uses mmcv's); importing mmdet.datasets
+    # for it would double the import time of inline_dense, so it is guarded when already imported.
+    mmdet_transforms = sys.modules.get('mmdet.datasets.transforms.transforms')
     if mmdet_transforms is not None:
         _wrap(mmdet_transforms, 'rescale_size', _at_least_one_pixel)
     try:
