@@ -12,19 +12,29 @@ or mmdet and mmseg imported in either order, leaves the same registries):
    ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`inline_dense.engine`). A name taken by
    someone else raises mmengine's "already registered" error; nothing is overwritten;
 3. ``torch.load(weights_only=True)`` accepts the types mmengine writes into checkpoints;
-4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names.
+4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names;
+5. a very thin picture, an unreadable image file and a 1x1 picture in mmseg's visualizer work or
+   fail in one line (:mod:`inline_dense.engine.image_guards`).
+
+Before all that, :mod:`inline_dense.warning_filters` silences the OpenMMLab packages' known import
+warnings, each by category, message and module (nothing else).
 """
 import inline_dense_mmcv_hook
 
+from . import warning_filters  # noqa: E402  (imports nothing else)
+
+warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
 from . import engine, models  # noqa: E402,F401  2. the classes register themselves as they are defined
 from .checkpoint import register_mmengine_scheme  # noqa: E402
 from .checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
+from .engine import image_guards  # noqa: E402
 from .models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin  # noqa: E402
 
 allow_mmengine_checkpoint_types()  # 3.
 register_mmengine_scheme()  # 4.
+image_guards.install()  # 5.
 
 __version__ = '0.1.0'
 __all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', '__version__']

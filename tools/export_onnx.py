@@ -11,16 +11,21 @@ Examples (see README, Deploy)::
 Without a checkpoint the weights are random (the export and the check still mean something).
 The input is the normalised image: the data preprocessor's mean/std is not in the graph.
 The check runs three sizes not used at export and exits non-zero when onnxruntime differs
-from PyTorch by more than --tolerance (relative to the largest output value).
+from PyTorch by more than --tolerance (relative to the largest output value); it then checks the
+backbone alone to say whether the fault is in the backbone (another --attn-impl may help) or after
+it. The file is written to a temporary name next to --out and moved to --out only when the check
+passes: a failed export never replaces an existing --out.
 """
 import argparse
 import os
 import sys
+import tempfile
 import time
 from typing import Optional, Sequence, Tuple
 
 from mmengine.config import DictAction
 
+from inline_dense.checkpoint import atomic
 from inline_dense.deploy import onnx_export
 from inline_dense.models.inline_attention import IMPLS
 
@@ -77,10 +82,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
     what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    if os.path.isdir(args.out):
+        print(f'[export] FAILED: --out {args.out} is a directory; give a file name, e.g. {args.out}/model.onnx',
+              file=sys.stderr)
+        return 2
+    os.makedirs(out_dir, exist_ok=True)
+    # Written to a temporary file next to --out, moved there only once the check passes: an
+    # existing --out is never replaced by a failed export, and a failed one is not left behind.
+    tmp = atomic.temporary_path(args.out)
+    try:
+        return _export_and_check(args, module, outputs, tmp)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _export_and_check(args: argparse.Namespace, module, outputs, tmp: str) -> int:
     t0 = time.perf_counter()
-    used, ranges = onnx_export.export_with_fallback(module, args.out, outputs, args.export_shape, args.opset)
-    print(f'[export] wrote {args.out} ({os.path.getsize(args.out) / 2 ** 20:.1f} MiB) in '
+    used, ranges = onnx_export.export_with_fallback(module, tmp, outputs, args.export_shape, args.opset)
+    print(f'[export] exported ({os.path.getsize(tmp) / 2 ** 20:.1f} MiB) in '
           f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
           f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
     print('[export] valid input sizes: ' + ', '.join(
@@ -89,14 +110,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if small:
         print(f'[export] note: check sizes {small} are below the valid range; expect them to fail', file=sys.stderr)
     try:
-        rows = onnx_export.check_onnx(args.out, module, args.check_shapes, args.tolerance, args.runs, args.threads)
+        rows = onnx_export.check_onnx(tmp, module, args.check_shapes, args.tolerance, args.runs, args.threads)
     except onnx_export.OnnxMismatchError as err:
-        print(f'[export] FAILED: {err}', file=sys.stderr)
+        with tempfile.TemporaryDirectory() as work:
+            advice = onnx_export.mismatch_advice(module, err.shape, args.tolerance, work, args.opset,
+                                                  args.export_shape)
+        kept = 'left unchanged' if os.path.exists(args.out) else 'not written'
+        print(f'[export] FAILED: {str(err).replace(tmp, args.out)} {advice} {args.out} {kept}.', file=sys.stderr)
         return 1
+    atomic.commit(tmp, args.out)
     print(onnx_export.format_rows(rows))
-    print(f'[export] OK: onnxruntime matches PyTorch within {args.tolerance:.0e} relative at every size')
+    print(f'[export] OK: onnxruntime matches PyTorch within {args.tolerance:.0e} relative at every size; '
+          f'wrote {args.out}')
     return 0
-
 
 if __name__ == '__main__':
     sys.exit(main())

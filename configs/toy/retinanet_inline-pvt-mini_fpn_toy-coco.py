@@ -8,9 +8,11 @@ _base_ = [
     './_base_/inline-pvt-mini.py',
 ]
 
+# RetinaNet's FPN skips the stride-4 map: stage 0 is not returned at all (out_indices=(1, 2, 3),
+# start_level=0), as in configs/retinanet/, so no output norm goes unused (DDP refuses those).
 model = dict(
-    backbone=dict(_base_.inline_backbone, _delete_=True),
-    neck=dict(in_channels=_base_.inline_channels, out_channels=64),
+    backbone=dict(_base_.inline_backbone, _delete_=True, out_indices=(1, 2, 3)),
+    neck=dict(in_channels=_base_.inline_channels[1:], out_channels=64, start_level=0, num_outs=5),
     bbox_head=dict(num_classes=3, in_channels=64, feat_channels=64, stacked_convs=2,
                    anchor_generator=dict(octave_base_scale=2)),
     test_cfg=dict(nms_pre=300, max_per_img=20))

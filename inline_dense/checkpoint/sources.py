@@ -3,9 +3,10 @@
 :func:`resolve` turns any of them into a local file:
 
 - ``inline://inline_swin_t``: ``checkpoints/inline_swin_t.pth`` relative to the current directory,
-  then to this checkout's root (files you place there yourself); then the cached download of the
-  authors' published file (the URLs in :data:`PUBLISHED`); then that download. Nothing else in
-  the cache can stand for a short name.
+  then to this checkout's root (a checkout's own files); then ``<cache>/inline_swin_t.pth``, THE
+  place for a file downloaded by hand (:func:`hand_placed_path`: adopted on first use, its sha256
+  recorded beside it); then the cached download of the authors' published file (the URLs in
+  :data:`PUBLISHED`); then that download. Nothing else in the cache can stand for a short name.
 - ``http(s)://...``: the cached download of exactly that URL, else a download.
 - anything else: a local path, returned as it is (``~`` expanded).
 
@@ -21,6 +22,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional
@@ -35,8 +37,10 @@ from .download import (
     delete_hint,
     download,
     read_sidecar,
+    sha256_of,
     sidecar_of,
     verify,
+    write_sidecar,
 )
 
 SCHEME = 'inline://'
@@ -108,12 +112,22 @@ def _local_candidates(variant: str) -> list:
     return [Path.cwd() / rel, repo_root() / rel]
 
 
+def hand_placed_path(variant: str) -> Path:
+    """Where a file of ``inline://<variant>`` downloaded by hand goes: ``<cache>/<variant>.pth``
+    (``$INLINE_DENSE_CACHE/checkpoints``, default ``~/.cache/inline_dense/checkpoints``), the
+    one place the docs and the error messages name; it serves every checkout and directory."""
+    return checkpoint_cache() / f'{variant}.pth'
+
+
 def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
-    where = (f'save it as checkpoints/{variant}.pth (in this checkout or the directory you run from)'
-             if variant else 'save it anywhere')
+    where = f'save it as {hand_placed_path(variant)}' if variant else 'save it anywhere'
     get = f'Download {url} by hand (e.g. in a browser) and {where}' if url else f'Put the file there: {where}'
     return (f'{get}, or point the backbone\'s init_cfg.checkpoint at the file wherever it is; no conversion '
             f'is needed.')
+
+
+class HandPlacedCheckpointError(CorruptCacheError):
+    """The file at :func:`hand_placed_path` is not a readable checkpoint, or changed since it was adopted."""
 
 
 class UnreadableCacheError(CorruptCacheError):
@@ -141,34 +155,75 @@ def _cached(path: Path, url: str, repair: bool) -> Optional[Path]:
     return None
 
 
-def _legacy(variant: str, url: str) -> Optional[Path]:
-    """``<cache>/<variant>.pth``, a file named after the variant rather than its URL (put there by hand,
-    say): used only if its record says it came from ``url``."""
-    path = checkpoint_cache() / f'{variant}.pth'
-    if not path.is_file():
-        return None
-    if (read_sidecar(path) or {}).get('url') != url:
-        problem = f'its record does not name {url}, the published file of inline://{variant}'
+def _older_download(path: Path, url: Optional[str], record: dict) -> Optional[Path]:
+    """``path``, downloaded to the hand-placed name by an older inline_dense (its record names a URL):
+    used if it came from ``url`` and is complete, else ignored with a warning (a download follows)."""
+    if url is None or record.get('url') != url:
+        problem = f'its record names {record.get("url")!r}, not the published file {url}'
     else:
         verify(path, url)
         problem = archive_problem(path, thorough=False)
         if problem is None:
             return path
-    print_log(f'checkpoint cache: ignoring {path} (named by an older inline_dense): {problem}; '
+    print_log(f'checkpoint cache: ignoring {path} (downloaded there by an older inline_dense): {problem}; '
               f'{delete_hint(path)}', logger='current', level=logging.WARNING)
     return None
 
 
+def _hand_placed(variant: str) -> Optional[Path]:
+    """:func:`hand_placed_path` if a file is there, else None.
+
+    Without a record (a file downloaded by hand) it must read as a checkpoint; it is then adopted:
+    its sha256 is recorded beside it (``<file>.json``, skipped in a read-only cache), so a later
+    change to it is caught. Adopted earlier, it must still have the recorded sha256; downloaded
+    there by an older inline_dense, see :func:`_older_download`.
+    """
+    path = hand_placed_path(variant)
+    if not path.is_file():
+        return None
+    url = PUBLISHED[variant].url
+    record = read_sidecar(path)
+    if record is not None and 'sha256' in record and record.get('source') != 'placed by hand':
+        return _older_download(path, url, record)
+    if record is not None and 'sha256' in record:
+        actual = sha256_of(path)
+        if actual != record['sha256']:
+            raise HandPlacedCheckpointError(
+                f'{path} (inline://{variant}) changed since its sha256 was recorded in {sidecar_of(path)} '
+                f'({record["sha256"][:12]}..., now {actual[:12]}...): a damaged disk or a replaced file; if you '
+                f'replaced it on purpose, delete {sidecar_of(path)} and the next run adopts the new file.')
+        return path
+    problem = archive_problem(path, thorough=True)
+    if problem is not None:
+        raise HandPlacedCheckpointError(
+            f'{path}, placed there for inline://{variant}, is not a readable checkpoint: {problem}. Download '
+            f'{url or "the file"} again (the whole file; a browser may save the web page instead) and replace it.')
+    adopted = dict(url=url, source='placed by hand', sha256=sha256_of(path), size=path.stat().st_size,
+                   adopted_at=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
+    try:
+        write_sidecar(path, adopted)
+        recorded = f'its sha256 recorded in {sidecar_of(path)}'
+    except OSError as exc:  # a read-only cache still serves the file
+        recorded = f'not recorded ({type(exc).__name__}: {exc.strerror or exc})'
+    print_log(f'checkpoint cache: using {path}, placed by hand for inline://{variant} ({recorded})', logger='current')
+    return path
+
+
 def resolve_variant(variant: str, allow_download: bool = True) -> Path:
-    """The file for ``inline://<variant>``: checkpoints/ (cwd, then checkout), cache, download."""
+    """The file for ``inline://<variant>``: checkpoints/ (cwd, then checkout), the file placed by
+    hand in the cache, the cached download, a download."""
     for candidate in _local_candidates(variant):
         if candidate.is_file():
             return candidate
+    placed = _hand_placed(variant)
+    if placed is not None:
+        return placed
     published = PUBLISHED[variant]
     if published.url is None:
         raise FileNotFoundError(f'inline://{variant}: no local file (looked at '
-                                f'{", ".join(map(str, _local_candidates(variant)))}) and the download URL of '
-                                f'{published.title} is not known to inline_dense. {_manual_hint(variant, None)}')
+                                f'{", ".join(map(str, [*_local_candidates(variant), hand_placed_path(variant)]))}) '
+                                f'and the download URL of {published.title} is not known to inline_dense. '
+                                f'{_manual_hint(variant, None)}')
     return _resolve_url(published.url, allow_download, variant)
 
 
@@ -182,7 +237,7 @@ def _resolve_url(url: str, allow_download: bool, variant: Optional[str]) -> Path
     path = cache / cache_name(url)
     broken = None
     try:
-        found = _cached(path, url, repair=False) or (_legacy(variant, url) if variant else None)
+        found = _cached(path, url, repair=False)
     except UnreadableCacheError as exc:  # repaired below, under the lock
         found, broken = None, exc
     if found is not None:

@@ -12,8 +12,16 @@ from .onnx_export import (
                           export_with_fallback,
                           format_rows,
 )
-from .wrappers import AdaptiveAvgPool2dByMatmul, DetectorFeatures, SegmentorLogits, replace_adaptive_pooling
+from .wrappers import (
+                          AdaptiveAvgPool2dByMatmul,
+                          DetectorFeatures,
+                          SegmentorLogits,
+                          UpsampleByInteger,
+                          replace_adaptive_pooling,
+                          replace_float_upsampling,
+)
 
 __all__ = ['deployable', 'load_full_checkpoint', 'CHECK_SHAPES', 'EXPORT_SHAPE', 'TOLERANCE', 'CheckRow',
            'OnnxMismatchError', 'check_onnx', 'export_onnx', 'export_with_fallback', 'format_rows',
-           'AdaptiveAvgPool2dByMatmul', 'DetectorFeatures', 'SegmentorLogits', 'replace_adaptive_pooling']
+           'AdaptiveAvgPool2dByMatmul', 'DetectorFeatures', 'SegmentorLogits', 'UpsampleByInteger',
+           'replace_adaptive_pooling', 'replace_float_upsampling']

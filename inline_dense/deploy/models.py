@@ -5,7 +5,7 @@ from torch import nn
 
 from ..checkpoint.loading import CheckpointError, compare, read_checkpoint, select_weights
 from ..runtime import ConfigModel, inline_layers
-from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling
+from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling, replace_float_upsampling
 
 
 def load_full_checkpoint(model: nn.Module, checkpoint: str) -> None:
@@ -42,6 +42,7 @@ def deployable(config: str, checkpoint: Optional[str] = None, attn_impl: Optiona
         for layer in inline_layers(model):
             layer.impl = attn_impl
     replace_adaptive_pooling(model)
+    replace_float_upsampling(model)  # mmseg's FPNHead
     if built.scope == 'mmseg':
         return SegmentorLogits(model).eval(), 'segmentation', ['logits']
     module = DetectorFeatures(model).eval()

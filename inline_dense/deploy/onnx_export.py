@@ -5,7 +5,9 @@ batch, height and width marked dynamic. :func:`check_onnx` runs the file with on
 input sizes other than the export one and compares with PyTorch; it raises
 :class:`OnnxMismatchError` past the tolerance. :func:`export_with_fallback` tries the InLine
 layers' own ``attn_impl`` first and, should it fail to export, the other evaluations in turn.
+:func:`mismatch_advice` says whether a failed check comes from the backbone or after it.
 """
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -34,7 +36,12 @@ FALLBACK_IMPLS = ('folded_keys', 'reference')
 
 
 class OnnxMismatchError(RuntimeError):
-    """onnxruntime's outputs differ from PyTorch's by more than the tolerance."""
+    """onnxruntime's outputs differ from PyTorch's by more than the tolerance (``shape``: the worst input)."""
+
+    def __init__(self, message: str, shape: Optional[Shape] = None, relative_error: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.shape = shape
+        self.relative_error = relative_error
 
 
 @dataclass
@@ -161,9 +168,57 @@ def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHA
         raise OnnxMismatchError(
             f'{path}: onnxruntime differs from PyTorch by {worst.relative_error:.2e} relative (max abs '
             f'{worst.max_abs_error:.2e}) at input {worst.shape}, above the tolerance {tolerance:.0e}. '
-            f'Sizes over: {[r.shape for r in bad]}. Do not deploy this file; re-export with another '
-            f'--attn-impl, or report the sizes.')
+            f'Sizes over: {[r.shape for r in bad]}. Do not deploy this file.', worst.shape, worst.relative_error)
     return rows
+
+
+class BackboneOutputs(nn.Module):
+    """A detector's or segmentor's backbone alone: image -> tuple of its stage outputs."""
+
+    def __init__(self, backbone: nn.Module) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        return tuple(self.backbone(image))
+
+
+def backbone_of(module: nn.Module) -> Optional[nn.Module]:
+    """The backbone inside a :mod:`.wrappers` module (None for anything else)."""
+    model = getattr(module, 'segmentor', None) or getattr(module, 'detector', None)
+    return getattr(model, 'backbone', None)
+
+
+def mismatch_advice(module: nn.Module, shape: Shape, tolerance: float, workdir: str,
+                    opset: Optional[int] = None, example_shape: Shape = EXPORT_SHAPE) -> str:
+    """What to do about a failed check at input ``shape``: exports the backbone alone (into
+    ``workdir``) and checks it at that size, to tell a backbone fault (another ``--attn-impl``
+    may help) from one after it, in the neck or head (it cannot)."""
+    backbone = backbone_of(module)
+    if backbone is None:
+        return 'Report the config and the sizes.'
+    part = BackboneOutputs(backbone).eval()
+    with torch.no_grad():
+        count = len(part(torch.randn(*example_shape)))
+    path = os.path.join(workdir, 'backbone.onnx')
+    try:
+        export_onnx(part, path, [f'stage{i}' for i in range(count)], example_shape, opset)
+        row = check_onnx(path, part, [shape], tolerance, runs=1)[0]
+    except OnnxMismatchError as err:
+        layers = inline_layers(part)
+        differs = f'The backbone alone already differs ({err.relative_error:.1e} relative at {shape})'
+        if not layers:
+            return f'{differs}; it has no InLine layers, so --attn-impl cannot help: report the config and the sizes.'
+        others = [i for i in FALLBACK_IMPLS if i not in {m.impl for m in layers}]
+        return (f'{differs}: re-export with another --attn-impl ({", ".join(others)}), or report the config '
+                f'and the sizes.')
+    except Exception as err:  # the diagnosis must not hide the check's verdict
+        return f'(The backbone alone could not be checked: {type(err).__name__}: {str(err)[:200]}.) Report the sizes.'
+    model = getattr(module, 'segmentor', None) or getattr(module, 'detector', None)
+    after = ', '.join(type(getattr(model, name)).__name__ for name in ('neck', 'decode_head', 'rpn_head', 'bbox_head')
+                      if getattr(model, name, None) is not None)
+    return (f'The backbone alone matches ({row.relative_error:.1e} relative at {shape}): the difference arises '
+            f'after it ({after}), so another --attn-impl cannot help; report the config and the sizes.')
 
 
 def format_rows(rows: Sequence[CheckRow]) -> str:

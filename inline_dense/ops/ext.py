@@ -13,6 +13,10 @@ Served:
   bilinear sampling, its first-maximum rule and its argmax coordinates.
 - ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
 
+Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indices and class
+targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
+and the fix, where compiled mmcv would read out of bounds or return garbage.
+
 Any other name resolves to a function that raises :class:`MissingCompiledOpError` when called
 (``load_ext`` only checks that the names exist), naming the op and how to get compiled ops.
 
@@ -45,6 +49,81 @@ HOW_TO_GET_COMPILED_OPS = (
 
 class MissingCompiledOpError(RuntimeError):
     """An mmcv op that needs mmcv's compiled extension, which is not installed."""
+
+
+class OpInputError(ValueError):
+    """A served op was given inputs it cannot compute on (wrong shape, dtype, device or range)."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise OpInputError(message)
+
+
+def _check_float(op: str, name: str, t: Tensor) -> None:
+    _require(t.is_floating_point(), f'{op}: {name} must be a floating-point tensor, got {t.dtype}; '
+             f'convert it with .float()')
+
+
+def _check_same_device(op: str, first: Tuple[str, Tensor], *others: Tuple[str, Tensor]) -> None:
+    for name, t in others:
+        _require(t.device == first[1].device, f'{op}: {name} is on {t.device} but {first[0]} is on '
+                 f'{first[1].device}; move both to the same device')
+
+
+def _check_rois(op: str, rois: Tensor, batch: int) -> None:
+    """RoIs (K, 5): an integral batch index in [0, batch), then finite x1, y1, x2, y2."""
+    _require(rois.dim() == 2 and rois.shape[1] == 5,
+             f'{op}: rois must be (K, 5) rows of (batch index, x1, y1, x2, y2), got shape {tuple(rois.shape)}; '
+             'prepend the image index to each box (mmdet: bbox2roi)')
+    _check_float(op, 'rois', rois)
+    if rois.shape[0] == 0:
+        return
+    index = rois[:, 0]
+    bad_index = (index < 0) | (index >= batch) | (index != index.floor())
+    bad_box = ~torch.isfinite(rois[:, 1:]).all(dim=1)
+    if bool((bad_index | bad_box).any()):  # one device sync for both checks
+        row = int((bad_index | bad_box).nonzero()[0, 0])
+        if bool(bad_index[row]):
+            raise OpInputError(f'{op}: RoI {row} has batch index {float(index[row])!r}, but the features hold '
+                               f'{batch} image(s); the first column of rois must be an integer in [0, {batch})')
+        raise OpInputError(f'{op}: RoI {row} has a non-finite coordinate {rois[row, 1:].tolist()}; '
+                           'the boxes come from a diverged model or broken annotations: check the losses and data')
+
+
+def _check_out(op: str, name: str, t: Tensor, shape: Tuple[int, ...]) -> None:
+    _require(tuple(t.shape) == tuple(shape), f'{op}: {name} must have shape {tuple(shape)}, got {tuple(t.shape)}')
+
+
+def _check_roi_align_args(op: str, aligned_height: int, aligned_width: int, spatial_scale: float,
+                          sampling_ratio: int, pool_mode: int) -> None:
+    _require(int(aligned_height) > 0 and int(aligned_width) > 0,
+             f'{op}: output_size must be positive, got ({aligned_height}, {aligned_width})')
+    _require(math.isfinite(float(spatial_scale)) and float(spatial_scale) > 0,
+             f'{op}: spatial_scale must be a positive finite number, got {spatial_scale}')
+    _require(int(sampling_ratio) >= 0, f'{op}: sampling_ratio must be >= 0 (0: adaptive), got {sampling_ratio}')
+    _require(pool_mode in (0, 1), f"{op}: pool_mode must be 0 (max) or 1 (avg), got {pool_mode}; "
+             "mmcv.ops.roi_align takes 'max' or 'avg'")
+
+
+def _check_focal(op: str, logits: Tensor, target: Tensor, weight: Tensor, background: bool) -> None:
+    """Logits or probabilities (N, C), int64 targets (N,) in [0, C) (or [0, C] with C the
+    ``background``), weight empty or (C,)."""
+    _require(logits.dim() == 2, f'{op}: input must be (N, C) scores, got shape {tuple(logits.shape)}')
+    max_target = logits.shape[1] if background else logits.shape[1] - 1
+    _check_float(op, 'input', logits)
+    _require(target.dtype == torch.long, f'{op}: target must be int64 class indices, got {target.dtype}; '
+             'use target.long()')
+    _require(target.dim() == 1 and target.shape[0] == logits.shape[0],
+             f'{op}: target must be (N,) = ({logits.shape[0]},) to match input, got shape {tuple(target.shape)}')
+    _require(weight.numel() == 0 or (weight.dim() == 1 and weight.shape[0] == logits.shape[1]),
+             f'{op}: weight must be empty or one weight per class ({logits.shape[1]},), got shape '
+             f'{tuple(weight.shape)}')
+    _check_same_device(op, ('input', logits), ('target', target), ('weight', weight))
+    if target.numel() and bool(((target < 0) | (target > max_target)).any()):
+        bad = target[(target < 0) | (target > max_target)][0]
+        raise OpInputError(f'{op}: target holds class {int(bad)}, outside [0, {max_target}] for {logits.shape[1]} '
+                           "classes; check the head's num_classes against the dataset's classes")
 
 
 def _missing(name: str) -> Callable:
@@ -84,8 +163,18 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) ->
         offset: 1 for the legacy box size ``x2 - x1 + 1``.
     """
     CALLS['nms'] += 1
-    if offset not in (0, 1):
-        raise ValueError(f'nms: offset must be 0 or 1, got {offset}')
+    _require(offset in (0, 1), f'nms: offset must be 0 or 1, got {offset}')
+    _require(boxes.dim() == 2 and boxes.shape[1] == 4,
+             f'nms: boxes must be (N, 4) rows of x1, y1, x2, y2, got shape {tuple(boxes.shape)}')
+    _require(scores.dim() == 1 and scores.shape[0] == boxes.shape[0],
+             f'nms: scores must be (N,) = ({boxes.shape[0]},) to match boxes, got shape {tuple(scores.shape)}')
+    _check_float('nms', 'boxes', boxes)
+    _check_float('nms', 'scores', scores)
+    _check_same_device('nms', ('boxes', boxes), ('scores', scores))
+    _require(math.isfinite(float(iou_threshold)), f'nms: iou_threshold must be finite, got {iou_threshold}')
+    if boxes.numel() and not bool(torch.isfinite(boxes).all() & torch.isfinite(scores).all()):
+        raise OpInputError('nms: boxes or scores hold NaN or inf; they come from a diverged model or broken '
+                           'inputs: check the losses (lower the learning rate) and the checkpoint')
     work_dtype = kernel_dtype(boxes)
     boxes = boxes.to(work_dtype)
     if offset:
@@ -105,6 +194,13 @@ def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Ten
         pool_mode: 0 max, 1 avg (mmcv's codes).
     """
     CALLS['roi_align_forward'] += 1
+    op = 'roi_align'
+    _require(input.dim() == 4, f'{op}: input must be (B, C, H, W) features, got shape {tuple(input.shape)}')
+    _check_float(op, 'input', input)
+    _check_same_device(op, ('input', input), ('rois', rois), ('output', output))
+    _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
+    _check_rois(op, rois, input.shape[0])
+    _check_out(op, 'output', output, (rois.shape[0], input.shape[1], aligned_height, aligned_width))
     if rois.numel() == 0:
         return
     input = input.to(kernel_dtype(input))
@@ -125,6 +221,13 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
                        pool_mode: int, aligned: bool) -> None:
     """Adds the gradient w.r.t. the features into ``grad_input`` (B, C, H, W)."""
     CALLS['roi_align_backward'] += 1
+    op = 'roi_align (backward)'
+    _require(grad_input.dim() == 4, f'{op}: grad_input must be (B, C, H, W), got shape {tuple(grad_input.shape)}')
+    _check_float(op, 'grad_output', grad_output)
+    _check_same_device(op, ('grad_input', grad_input), ('grad_output', grad_output), ('rois', rois))
+    _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
+    _check_rois(op, rois, grad_input.shape[0])
+    _check_out(op, 'grad_output', grad_output, (rois.shape[0], grad_input.shape[1], aligned_height, aligned_width))
     if rois.numel() == 0:
         return
     batch, channels, height, width = grad_input.shape
@@ -272,6 +375,8 @@ def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, ou
                                gamma: float, alpha: float) -> None:
     """Fills ``output`` (N, C) with the per-element loss of logits ``input`` (N, C)."""
     CALLS['sigmoid_focal_loss_forward'] += 1
+    _check_focal('sigmoid_focal_loss', input, target, weight, background=True)
+    _check_out('sigmoid_focal_loss', 'output', output, tuple(input.shape))
     with torch.no_grad():
         output.copy_(_sigmoid_focal(input, target, weight, gamma, alpha))
 
@@ -280,6 +385,8 @@ def sigmoid_focal_loss_backward(input: Tensor, target: Tensor, weight: Tensor, g
                                 gamma: float, alpha: float) -> None:
     """Fills ``grad_input`` (N, C) with d(loss[n, c]) / d(input[n, c])."""
     CALLS['sigmoid_focal_loss_backward'] += 1
+    _check_focal('sigmoid_focal_loss (backward)', input, target, weight, background=True)
+    _check_out('sigmoid_focal_loss (backward)', 'grad_input', grad_input, tuple(input.shape))
     with torch.enable_grad():
         x = input.detach().requires_grad_(True)
         grad, = torch.autograd.grad(_sigmoid_focal(x, target, weight, gamma, alpha).sum(), x)
@@ -297,6 +404,8 @@ def softmax_focal_loss_forward(softmax: Tensor, target: Tensor, weight: Tensor, 
                                gamma: float, alpha: float) -> None:
     """Fills ``output`` (N,) from class probabilities ``softmax`` (N, C)."""
     CALLS['softmax_focal_loss_forward'] += 1
+    _check_focal('softmax_focal_loss', softmax, target, weight, background=False)
+    _check_out('softmax_focal_loss', 'output', output, tuple(softmax.shape[:1]))
     with torch.no_grad():
         log_p = softmax.clamp(min=torch.finfo(softmax.dtype).tiny).log()
         output.copy_(_softmax_focal(log_p, target, weight, gamma, alpha))
@@ -310,6 +419,8 @@ def softmax_focal_loss_backward(softmax: Tensor, target: Tensor, weight: Tensor,
     gradient through it is the gradient w.r.t. the logits.
     """
     CALLS['softmax_focal_loss_backward'] += 1
+    _check_focal('softmax_focal_loss (backward)', softmax, target, weight, background=False)
+    _check_out('softmax_focal_loss (backward)', 'grad_input', grad_input, tuple(softmax.shape))
     with torch.enable_grad():
         logits = softmax.detach().clamp(min=torch.finfo(softmax.dtype).tiny).log().requires_grad_(True)
         loss = _softmax_focal(F.log_softmax(logits, dim=1), target, weight, gamma, alpha).sum()
