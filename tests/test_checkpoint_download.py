@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (registers the inline:// scheme with mmengine)
+import inline_dense.openmmlab  # noqa: F401  (registers the inline:// scheme with mmengine)
 from inline_dense.checkpoint import (CorruptCacheError, DownloadError, checkpoint_cache, load_pretrained, resolve,
                                      sources)
 from inline_dense.checkpoint.sources import Published

@@ -16,7 +16,7 @@ import types
 import pytest
 import torch
 
-import inline_dense  # noqa: F401
+import inline_dense.openmmlab  # noqa: F401
 from inline_dense.checkpoint import CheckpointError, PickledObject, read_checkpoint, safe_unpickle, select_weights
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
 

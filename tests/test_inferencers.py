@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-import inline_dense  # noqa: F401
+import inline_dense.openmmlab  # noqa: F401
 from conftest import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import TOY_DATA, import_tool
-import inline_dense  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
+import inline_dense.openmmlab  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'

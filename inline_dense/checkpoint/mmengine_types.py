@@ -68,12 +68,19 @@ def _numpy_core_names() -> List[Tuple[Callable, str]]:
 
 
 def mmengine_safe_globals() -> List[Any]:
-    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``."""
-    from mmengine.logging import HistoryBuffer
+    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``.
+
+    Without mmengine installed (the torch-only core), its ``HistoryBuffer`` is left out: a file
+    that holds one then reads it as inert data (``safe_unpickle``), the numpy types still load."""
     dtype_classes = sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)
+    try:
+        from mmengine.logging import HistoryBuffer
+    except ImportError:
+        mmengine_entries: List[Any] = []
+    else:
+        mmengine_entries = [HistoryBuffer, (history_buffer_statistic, 'builtins.getattr')]
     return [
-        HistoryBuffer,
-        (history_buffer_statistic, 'builtins.getattr'),
+        *mmengine_entries,
         (np.ndarray, 'numpy.ndarray'),
         (np.dtype, 'numpy.dtype'),
         *dtype_classes,  # BUILD on a dtype checks its concrete class (e.g. Float64DType)

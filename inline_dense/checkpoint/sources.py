@@ -18,16 +18,17 @@ cache serves what it holds. ``loading.register_mmengine_scheme`` makes
 """
 import contextlib
 import hashlib
+import logging
 import os
 import re
 import urllib.parse
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional
 
-from mmengine.logging import print_log
-
 from .download import (CorruptCacheError, DownloadError, archive_problem, cache_lock, delete_hint, download,
                        read_sidecar, sidecar_of, verify)
+
+log = logging.getLogger(__name__)
 
 SCHEME = 'inline://'
 
@@ -124,8 +125,7 @@ def _cached(path: Path, url: str, repair: bool) -> Optional[Path]:
     if not repair:
         raise UnreadableCacheError(f'cached checkpoint {path} (from {url}) is not a readable checkpoint: {problem}. '
                                 f'{delete_hint(path).capitalize()}; the next run downloads it again.')
-    print_log(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again',
-              logger='current', level=30)
+    log.warning(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again')
     path.unlink()
     sidecar_of(path).unlink()
     return None
@@ -143,8 +143,8 @@ def _legacy(variant: str, url: str) -> Optional[Path]:
         problem = archive_problem(path, thorough=False)
         if problem is None:
             return path
-    print_log(f'checkpoint cache: ignoring {path} (named by an older inline_dense): {problem}; '
-              f'{delete_hint(path)}', logger='current', level=30)
+    log.warning(f'checkpoint cache: ignoring {path} (named by an older inline_dense): {problem}; '
+                f'{delete_hint(path)}')
     return None
 
 

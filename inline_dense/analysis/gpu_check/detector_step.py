@@ -25,7 +25,7 @@ def build_detector(config: str, repo_root: str, device: torch.device,
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
     from mmengine.hub import get_config
-    import inline_dense  # noqa: F401  (registers the InLine backbones)
+    import inline_dense.openmmlab  # noqa: F401  (registers the InLine backbones)
     register_all_modules(init_default_scope=True)
     path = resolve_detector_config(config, repo_root)
     cfg = get_config(path) if '::' in path else Config.fromfile(path)
