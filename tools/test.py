@@ -9,6 +9,7 @@ naming the missing / unexpected weights, unless --allow-partial-load.
 import argparse
 import os.path as osp
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
                                         default_work_dir, load_config, run_tool, set_local_rank, setup_codebase)

@@ -15,6 +15,7 @@ import argparse
 import os.path as osp
 import warnings
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.checkpointing import HookOptionError, is_complete_checkpoint, own_checkpoint
 from inline_dense.engine.launch import (MissingDatasetError, adapt_to_cpu, build_runner, check_datasets,
