@@ -50,7 +50,8 @@ def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
     if num_m > 1:
         raise ValueError(f'{backbone}: attn_type {attn_type!r} has {num_m} M stages; at most one is supported.')
     if num_m == 0 and digits:
-        raise ValueError(f'{backbone}: attn_type {attn_type!r} has trailing {digits!r} but no M stage; it needs {hint}.')
+        raise ValueError(f'{backbone}: attn_type {attn_type!r} has trailing {digits!r} but no M stage; '
+                         f'it needs {hint}.')
     if num_m == 1:
         stage = letters.index('M')
         if not digits.isdigit() or not 0 < int(digits) < depths[stage]:
@@ -167,10 +168,11 @@ OPTION_KINDS: Dict[str, Tuple[Callable[[Any], bool], str, str]] = {
 
 
 def check_backbone_options(options: Mapping[str, Any], backbone: str) -> None:
-    """Type and range of every setting in ``options`` that ``OPTION_KINDS`` knows (None: the
-    preset's value, not checked here); a one-line error naming the setting and the fix."""
+    """Type and range of every setting in ``options`` that ``OPTION_KINDS`` knows; a one-line error
+    naming the setting and the fix. (An arch override left at None is no setting: ``resolve_arch``
+    drops it before the arch is checked.)"""
     for key, value in options.items():
-        if key not in OPTION_KINDS or value is None:
+        if key not in OPTION_KINDS:
             continue
         check, kind, example = OPTION_KINDS[key]
         if not check(value):
