@@ -17,6 +17,7 @@ names any other global (``os.system``, ``builtins.eval``, ...) is still refused.
 """
 import pickle
 import re
+import sys
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
@@ -70,14 +71,13 @@ def _numpy_core_names() -> List[Tuple[Callable, str]]:
 def mmengine_safe_globals() -> List[Any]:
     """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``.
 
-    Without mmengine installed (the torch-only core), its ``HistoryBuffer`` is left out: a file
-    that holds one then reads it as inert data (``safe_unpickle``), the numpy types still load."""
+    mmengine's ``HistoryBuffer`` only once mmengine is imported (by the OpenMMLab adapter, a
+    runner): the torch-only core neither needs nor imports it, and a file that holds one then reads
+    it as inert data (``safe_unpickle``); the weights and the numpy types load either way."""
     dtype_classes = sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)
-    try:
+    mmengine_entries: List[Any] = []
+    if 'mmengine' in sys.modules:
         from mmengine.logging import HistoryBuffer
-    except ImportError:
-        mmengine_entries: List[Any] = []
-    else:
         mmengine_entries = [HistoryBuffer, (history_buffer_statistic, 'builtins.getattr')]
     return [
         *mmengine_entries,
