@@ -125,7 +125,7 @@ def test_cswin_split_size_is_positive_ints(split_size):
 @pytest.mark.parametrize('key', ['drop_path_rate', 'drop_rate', 'attn_drop_rate'])
 @pytest.mark.parametrize('value', ['0.1', None, True, 1.0, -0.1])
 def test_rates_are_numbers_in_0_1(cls, key, value):
-    refused(cls, f'{key}={value!r}', 'a number in [0, 1)', **{key: value})
+    refused(cls, f'{key}={value!r}', 'must be in [0, 1) (a number', **{key: value})
 
 
 @pytest.mark.parametrize('cls', FAMILIES)

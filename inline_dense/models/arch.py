@@ -153,9 +153,10 @@ OPTION_KINDS: Dict[str, Tuple[Callable[[Any], bool], str, str]] = {
     'window_size': (_positive_int, 'a positive int', '7'),
     'patch_size': (_positive_int, 'a positive int', '4'),
     'mlp_ratio': (_positive_number, 'a positive number', '4.0'),
-    'drop_rate': (_probability, 'a number in [0, 1)', '0.0'),
-    'attn_drop_rate': (_probability, 'a number in [0, 1)', '0.0'),
-    'drop_path_rate': (_probability, 'a number in [0, 1) (the chance of skipping the last block)', '0.1'),
+    'drop_rate': (_probability, 'in [0, 1) (a number)', '0.0'),
+    'attn_drop_rate': (_probability, 'in [0, 1) (a number)', '0.0'),
+    'drop_path_rate': (_probability, 'in [0, 1) (a number: the chance of skipping the last block; 0 turns '
+                                     'stochastic depth off)', '0.1'),
     'embed_dims': (_one_or_sequence_of(_positive_int), 'a positive int or one per stage', '96'),
     'split_size': (_one_or_sequence_of(_positive_int), 'a positive int or one per stage', '(1, 2, 7, 7)'),
     'depths': (_sequence_of(_positive_int), 'a tuple of positive ints, one per stage', '(2, 2, 6, 2)'),

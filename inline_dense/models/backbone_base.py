@@ -88,9 +88,6 @@ class InLineBackboneBase(nn.Module):
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
-        if not 0.0 <= drop_path_rate < 1.0:
-            raise ValueError(f'{name}: drop_path_rate={drop_path_rate} must be in [0, 1): it is the probability of '
-                             f'skipping the last block (0 turns stochastic depth off).')
         rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
         strides = tuple(self.build(**(build_options or {})))
