@@ -15,7 +15,7 @@ __all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', '__versi
 _CORE_NAMES = ('InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin')
 
 
-def __getattr__(name: str):  # PEP 562: ``inline_dense.InLineSwin`` imports the core on first use
+def __getattr__(name: str) -> type:  # PEP 562: ``inline_dense.InLineSwin`` imports the core on first use
     if name in _CORE_NAMES:
         from . import models
         return getattr(models, name)

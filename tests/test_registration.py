@@ -1,5 +1,5 @@
-"""What ``import inline_dense.openmmlab`` (the OpenMMLab adapter) does to mmengine, mmdet and mmseg: the same whatever the import order,
-the same after importing again, and never overwriting someone else's entry.
+"""What ``import inline_dense.openmmlab`` (the OpenMMLab adapter) does to mmengine, mmdet and mmseg: the
+same whatever the import order, the same after importing again, and never overwriting someone else's entry.
 
 Each order runs in a fresh interpreter (imports are once per process)."""
 import json
