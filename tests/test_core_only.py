@@ -27,23 +27,21 @@ BLOCKED_RUN = textwrap.dedent('''
 ''')
 
 
-def run_check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-c', BLOCKED_RUN, str(CHECK), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600, env={'PYTHONPATH': str(ROOT), 'PATH': '/usr/bin:/bin',
-                                                       'HOME': str(ROOT)})
+def run_blocked(code: str, args: list, home: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, '-c', code, *args], cwd=home, capture_output=True, text=True,
+                          timeout=600, env={'PYTHONPATH': str(ROOT), 'PATH': '/usr/bin:/bin', 'HOME': str(home)})
 
 
-def test_the_core_works_without_openmmlab_and_timm():
-    done = run_check('--quick', str(FIXTURES))
+def test_the_core_works_without_openmmlab_and_timm(tmp_path):
+    done = run_blocked(BLOCKED_RUN, [str(CHECK), '--quick', str(FIXTURES)], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert '[core-only] ok: no module of mmengine, mmcv, mmdet, mmseg, timm imported' in done.stdout, done.stdout
     for variant in ('inline_swin_mini', 'inline_pvt_mini', 'inline_cswin_mini'):
         assert f'[core-only] {variant}: max |ours - authors| per load path' in done.stdout, done.stdout
 
 
-def test_the_block_works():
+def test_the_block_works(tmp_path):
     """The same run with an import of the adapter fails: the blocked packages are really absent."""
     code = BLOCKED_RUN.replace("runpy.run_path(sys.argv[0], run_name='__main__')", 'import inline_dense.openmmlab')
-    done = subprocess.run([sys.executable, '-c', code, 'x'], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={'PYTHONPATH': str(ROOT), 'PATH': '/usr/bin:/bin', 'HOME': str(ROOT)})
+    done = run_blocked(code, ['x'], tmp_path)
     assert done.returncode != 0 and 'blocked by tests/test_core_only.py' in done.stderr, done.stderr[-2000:]
