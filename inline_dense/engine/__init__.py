@@ -11,6 +11,10 @@ runners find them):
 * ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
+It also lets ``torch.load(weights_only=True)`` read the checkpoints a Runner writes (its resume
+reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names, as it did when
+``import inline_dense`` ran all of this; both idempotent, and done again by the OpenMMLab adapter
+(:mod:`inline_dense.openmmlab`, which also registers the backbones).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
@@ -20,6 +24,11 @@ from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padd
                            padded_batch)
 from .cpu_amp import CpuAmpOptimWrapper
 from .randomness import DeterministicResumeHook, derived_seed
+from ..checkpoint import register_mmengine_scheme  # noqa: E402,I001  (after mmengine is imported above)
+from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
+
+allow_mmengine_checkpoint_types()
+register_mmengine_scheme()
 
 __all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
