@@ -99,6 +99,7 @@ def allow_mmengine_checkpoint_types() -> bool:
         return True
     if not needs_allow_list(torch.__version__):
         return False
+    import mmengine.logging  # noqa: F401  (the OpenMMLab side calls this: mmengine's types must be in the list)
     torch.serialization.add_safe_globals(mmengine_safe_globals())
     _done = True
     return True

@@ -17,6 +17,8 @@ reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names, as 
 (:mod:`inline_dense.openmmlab`, which also registers the backbones).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
+from ..checkpoint import register_mmengine_scheme
+from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import (AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint,
                             newest_complete_checkpoint)
@@ -24,10 +26,8 @@ from .padding_mask import (InLinePaddingMaskHook, PaddingMaskHandle, enable_padd
                            padded_batch)
 from .cpu_amp import CpuAmpOptimWrapper
 from .randomness import DeterministicResumeHook, derived_seed
-from ..checkpoint import register_mmengine_scheme  # noqa: E402,I001  (after mmengine is imported above)
-from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
 
-allow_mmengine_checkpoint_types()
+allow_mmengine_checkpoint_types()  # after the imports above: they import mmengine, whose types it adds
 register_mmengine_scheme()
 
 __all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper', 'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
