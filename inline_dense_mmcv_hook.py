@@ -6,7 +6,7 @@ mmcv-lite ships ``mmcv.ops`` without the compiled ``mmcv._ext`` those modules im
 installed, is found by the regular path finder first and used unchanged.
 
 It is imported at interpreter start by ``inline_dense_mmcv_hook.pth`` (installed next to the
-package by ``pip install .`` and by the editable install), and by ``import inline_dense``.
+package by ``pip install .`` and by the editable install), and by ``import inline_dense.openmmlab``.
 It imports only the standard library: it runs in every Python started in the environment.
 Set ``INLINE_DENSE_MMCV_EXT=0`` to turn it off.
 """

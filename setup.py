@@ -1,9 +1,12 @@
-"""inline_dense: InLine attention backbones for MMDetection 3.x and MMSegmentation 1.x.
+"""inline_dense: InLine attention backbones for dense prediction.
 
-The full environment (torch, mmcv-lite 2.1.0, mmengine, mmdet, mmseg, pinned) is made by
-``bash tools/setup_env.sh``. ``pip install .`` installs this package and its pure requirements;
-mmcv itself is left to the user (``inline_dense[lite]`` for mmcv-lite, or a compiled mmcv 2.1.0),
-since requiring ``mmcv`` would make pip compile it even when mmcv-lite is installed.
+``pip install .`` installs the torch-only core's requirements (torch, numpy;
+requirements/runtime.txt): the backbones and the checkpoint loading. The extras add the rest:
+``[mm]`` the OpenMMLab adapter's stack (mmengine, mmdet, mmsegmentation, pycocotools;
+requirements/mm.txt) without mmcv, ``[lite]`` / ``[full]`` the same with mmcv-lite / a compiled
+mmcv 2.1.0 (requiring plain ``mmcv`` would make pip compile it even when mmcv-lite is installed),
+``[timm]``, ``[smp]``. The full development environment (pinned) is made by
+``bash tools/setup_env.sh``.
 """
 import os
 
@@ -21,6 +24,7 @@ def read_requirements(name):
 
 
 PTH = 'inline_dense_mmcv_hook.pth'
+MM = read_requirements('mm.txt')
 
 
 class BuildPyWithPth(build_py):
@@ -40,17 +44,21 @@ class BuildPyWithPth(build_py):
 setup(
     name='inline_dense',
     version='0.1.0',
-    description='InLine attention backbones (InLine-Swin, -PVT, -CSwin) for MMDetection 3.x and MMSegmentation 1.x',
+    description='InLine attention backbones (InLine-Swin, -PVT, -CSwin) for dense prediction: torch, '
+                'MMDetection 3.x and MMSegmentation 1.x',
     long_description=README,
     long_description_content_type='text/markdown',
     packages=find_packages(include=['inline_dense', 'inline_dense.*']),
     py_modules=['inline_dense_mmcv_hook'],
     cmdclass={'build_py': BuildPyWithPth},
     python_requires='>=3.9,<3.14',
-    install_requires=read_requirements('runtime.txt'),
+    install_requires=read_requirements('runtime.txt'),  # the torch-only core
     extras_require={
-        'lite': ['mmcv-lite==2.1.0'],      # no compiler needed: ops served by inline_dense.ops
-        'full': ['mmcv==2.1.0'],           # compiled ops (DCN, CARAFE, ...): pip compiles it
+        'mm': MM,                                 # inline_dense.openmmlab; mmcv from [lite] or [full]
+        'lite': MM + ['mmcv-lite==2.1.0'],       # no compiler needed: ops served by inline_dense.ops
+        'full': MM + ['mmcv==2.1.0'],            # compiled ops (DCN, CARAFE, ...): pip compiles it
+        'timm': ['timm>=1.0'],
+        'smp': ['segmentation-models-pytorch>=0.6,<0.7', 'timm>=1.0'],  # smp 0.6 needs Python >= 3.10
         'tests': ['pytest>=7', 'pytest-timeout>=2', 'pytest-xdist>=3'],
         'tools': ['matplotlib'],
         'export': ['onnx>=1.17', 'onnxruntime>=1.20', 'onnxscript>=0.2'],  # tools/export_onnx.py

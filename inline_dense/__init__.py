@@ -1,40 +1,22 @@
-"""InLine attention backbones for MMDetection 3.x and MMSegmentation 1.x.
+"""InLine attention backbones for dense prediction.
 
-What ``import inline_dense`` does, all of it below and each step idempotent (a second import,
-or mmdet and mmseg imported in either order, leaves the same registries):
+``import inline_dense`` is light: it imports nothing (no torch, no OpenMMLab). Use
 
-1. mmcv-lite gets its ops: ``mmcv.ops`` runs on :mod:`inline_dense.ops` (before anything
-   imports ``mmcv.ops``);
-2. registry entries, each made where its class is defined, in mmengine's root registries
-   (mmdet's and mmseg's registries are its children and find them): ``MODELS``: ``InLineSwin``,
-   ``InLinePVT``, ``InLineCSwin`` (:mod:`inline_dense.models`); ``HOOKS``:
-   ``InLinePaddingMaskHook``, ``AtomicCheckpointHook``, ``DeterministicResumeHook``;
-   ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`inline_dense.engine`). A name taken by
-   someone else raises mmengine's "already registered" error; nothing is overwritten;
-3. ``torch.load(weights_only=True)`` accepts the types mmengine writes into checkpoints;
-4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names;
-5. a very thin picture, an unreadable image file and a 1x1 picture in mmseg's visualizer work or
-   fail in one line (:mod:`inline_dense.engine.image_guards`).
-
-Before all that, :mod:`inline_dense.warning_filters` silences the OpenMMLab packages' known import
-warnings, each by category, message and module (nothing else).
+* :mod:`inline_dense.models`: the backbones in plain torch (``InLineSwin``, ``InLinePVT``,
+  ``InLineCSwin``), initialised at construction; :func:`inline_dense.checkpoint.load_pretrained`
+  loads the authors' ImageNet weights into them;
+* :mod:`inline_dense.openmmlab`: the same backbones for MMDetection / MMSegmentation (registered
+  in mmengine's ``MODELS`` with ``init_cfg``), the engine hooks, the mmcv ops and the
+  ``inline://`` checkpoint scheme; the configs import it through ``custom_imports``.
 """
-import inline_dense_mmcv_hook
-
-from . import warning_filters  # noqa: E402  (imports nothing else)
-
-warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
-inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
-
-from . import engine, models  # noqa: E402,F401  2. the classes register themselves as they are defined
-from .checkpoint import register_mmengine_scheme  # noqa: E402
-from .checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
-from .engine import image_guards  # noqa: E402
-from .models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin  # noqa: E402
-
-allow_mmengine_checkpoint_types()  # 3.
-register_mmengine_scheme()  # 4.
-image_guards.install()  # 5.
-
 __version__ = '0.1.0'
 __all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', '__version__']
+
+_CORE_NAMES = ('InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin')
+
+
+def __getattr__(name: str) -> type:  # PEP 562: ``inline_dense.InLineSwin`` imports the core on first use
+    if name in _CORE_NAMES:
+        from . import models
+        return getattr(models, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

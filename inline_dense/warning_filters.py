@@ -11,7 +11,7 @@ something broken:
 - mmcv's ``MultiScaleDeformableAttention has been moved`` (ImportWarning, shown under
   ``-W default``): ``mmcv.cnn.bricks.transformer`` says it on import, to every importer.
 
-:func:`install` is called by ``import inline_dense`` (which imports mmengine, mmdet and mmseg)
+:func:`install` is called by ``import inline_dense.openmmlab`` (which imports mmengine, mmdet and mmseg)
 and so by every tool; it is idempotent.
 """
 import warnings

@@ -29,8 +29,9 @@ EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {'swin': dict(depths=(1, 1, 2, 1)),
 
 
 def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Module:
-    """A small backbone of family ``kind``; ``overrides`` replace any of its settings."""
-    import inline_dense.models as models
+    """A small backbone of family ``kind``; ``overrides`` replace any of its settings (``init_cfg``
+    too: the OpenMMLab adapter's class, initialised by ``init_weights()`` as a runner does)."""
+    import inline_dense.openmmlab as models
     name, settings = TINY[kind]
     model = getattr(models, name)(**dict(settings, **overrides))
     if init:

@@ -4,7 +4,7 @@ from typing import Tuple
 
 import torch
 
-from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
+from inline_dense.openmmlab import InLineCSwin, InLinePVT, InLineSwin
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
 VARIANTS = ('inline_swin_mini', 'inline_pvt_mini', 'inline_cswin_mini')

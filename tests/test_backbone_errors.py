@@ -7,7 +7,8 @@ import torch
 
 from helpers import build_tiny
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
+from inline_dense.models import InLineAttention
+from inline_dense.openmmlab import InLineCSwin, InLinePVT, InLineSwin
 
 
 def mini_swin(**kwargs) -> InLineSwin:

@@ -209,10 +209,11 @@ def test_registered_in_mmdet_and_mmseg():
     from mmdet.registry import MODELS as DET
     from mmseg.registry import MODELS as SEG
 
-    import inline_dense  # noqa: F401  (registers the backbones, the subject of this test)
-    for registry in (DET, SEG):
-        assert registry.get('InLineSwin') is InLineSwin and registry.get('InLinePVT') is InLinePVT
-        assert registry.get('InLineCSwin') is InLineCSwin
+    import inline_dense.openmmlab as adapter
+    for registry in (DET, SEG):  # the adapter's classes, subclasses of the core's
+        assert registry.get('InLineSwin') is adapter.InLineSwin and registry.get('InLinePVT') is adapter.InLinePVT
+        assert registry.get('InLineCSwin') is adapter.InLineCSwin
+        assert all(issubclass(registry.get(c.__name__), c) for c in (InLineSwin, InLinePVT, InLineCSwin))
     model = DET.build(dict(type='InLinePVT', arch='tiny', depths=(1, 1, 1, 1)))
     assert isinstance(model, InLinePVT)
     model = SEG.build(dict(type='InLineSwin', arch='tiny', depths=(1, 1, 1, 1), attn_type='IIIS'))
@@ -228,7 +229,7 @@ class OneStage(InLineBackboneBase):
 
     def __init__(self, strides=(4,), frozen_stages=-1):
         super().__init__('one', {}, in_channels=3, kernel='identity', attn_impl='auto', out_indices=(0,),
-                         out_norm=True, frozen_stages=frozen_stages, drop_path_rate=0.0, init_cfg=None,
+                         out_norm=True, frozen_stages=frozen_stages, drop_path_rate=0.0,
                          build_options=dict(strides=strides))
 
     def build(self, strides):

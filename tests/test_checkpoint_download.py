@@ -16,7 +16,7 @@ import pytest
 import torch
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
 
-import inline_dense  # noqa: F401  (registers the inline:// scheme with mmengine)
+import inline_dense.openmmlab  # noqa: F401  (registers the inline:// scheme with mmengine)
 from inline_dense.checkpoint import (
     CorruptCacheError,
     DownloadError,

@@ -17,7 +17,7 @@ import pytest
 import torch
 from reference_models import VARIANTS, authors_checkpoint, build_reference_backbone
 
-import inline_dense  # noqa: F401  (registers the backbones and the weights_only allow-list)
+import inline_dense.openmmlab  # noqa: F401  (registers the backbones and the weights_only allow-list)
 from inline_dense.checkpoint import CheckpointError, PickledObject, read_checkpoint, safe_unpickle, select_weights
 
 TOL = 1e-4

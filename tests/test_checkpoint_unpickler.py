@@ -12,7 +12,7 @@ import traceback
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (torch.distributed's and mmengine's safe globals are registered by now)
+import inline_dense.openmmlab  # noqa: F401  (torch.distributed's and mmengine's safe globals are registered by now)
 from inline_dense.checkpoint import CheckpointError, read_checkpoint, safe_unpickle
 from inline_dense.checkpoint.pickle_policy import DENIED_MODULES, PickledObject
 from inline_dense.checkpoint.safe_unpickle import MalformedPickle, RefusedPickle

@@ -147,7 +147,7 @@ def test_recipe(path: Path):
     recipe = RECIPES[info['family']]
     cfg = load(path)
     assert cfg.default_scope == recipe['scope']
-    assert cfg.custom_imports == dict(imports=['inline_dense'], allow_failed_imports=False)
+    assert cfg.custom_imports == dict(imports=['inline_dense.openmmlab'], allow_failed_imports=False)
 
     backbone = cfg.model.backbone
     assert backbone.type == BACKBONES[info['kind']]

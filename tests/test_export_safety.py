@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-import inline_dense  # noqa: F401
+import inline_dense.openmmlab  # noqa: F401
 from inline_dense.deploy import (
     OnnxMismatchError,
     SegmentorLogits,

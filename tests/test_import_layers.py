@@ -8,6 +8,8 @@ at the top of a file: a function-level import hides a cycle, it does not remove 
 Layers, top-down (a subpackage imports only from the layers below its own): the tools (outside the
 package), then ``analysis`` (measuring) and ``deploy`` (exporting), which borrow nothing from each
 other, then ``runtime`` (a model from a config, switching the InLine evaluation: what both run), then
+``openmmlab`` (the adapter: registration, ``init_cfg``, the hooks' and checkpoint types' installation),
+then the ecosystem adapters (``smp_toy`` > ``smp`` > ``timm`` / ``torchvision_detection``), then
 ``engine`` / ``toy_data`` (training pieces, toy datasets), then ``models``, then ``checkpoint``
 (reading, finding and downloading checkpoints knows nothing about models), then the leaves ``typing``
 and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of its siblings.
@@ -25,6 +27,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
 LAYERS = [
     {'analysis', 'deploy'},
     {'runtime'},
+    {'openmmlab'},
     {'smp_toy'},  # the ecosystem adapters (timm, smp, torchvision) sit above the models they wrap
     {'smp'},
     {'timm', 'torchvision_detection'},
@@ -232,8 +235,41 @@ def upward_imports(edges: List[Edge]) -> List[Edge]:
 
 def test_subpackages_import_only_lower_layers(edges):
     upward = upward_imports(edges)
-    assert not upward, ('imports that do not go down the layers (analysis/deploy > runtime > engine/toy_data > '
-                        'models > checkpoint > typing/ops):\n' + listing(upward))
+    assert not upward, ('imports that do not go down the layers (analysis/deploy > runtime > openmmlab > '
+                        'smp_toy > smp > timm/torchvision_detection > engine/toy_data > models > checkpoint > '
+                        'typing/ops):\n' + listing(upward))
+
+
+# The torch-only core (issue 26): what ``from inline_dense.models import InLineSwin`` and the checkpoint
+# loading run. It imports no third-party package but torch and numpy's: not OpenMMLab, not timm, not
+# the adapter (``openmmlab`` is above it in LAYERS). The two named files serve the adapter and import
+# mmengine only inside the functions it calls (and the core's reading tolerates its absence).
+CORE = ('', 'models', 'checkpoint', 'typing')
+NOT_IN_CORE = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
+CORE_FUNCTION_LEVEL_MMENGINE = ('inline_dense.checkpoint.mmengine_types', 'inline_dense.checkpoint.mmengine_scheme')
+
+
+def third_party_imports(package_dir: Path) -> List[tuple]:
+    """(module, imported top-level name, line, inside a function) of every absolute import."""
+    root = package_dir.name
+    out = []
+    for name, path in module_files(package_dir).items():
+        for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                names = [node.module] if node.module and not node.level else []
+            out += [(name, n.split('.')[0], node.lineno, in_function) for n in names if n.split('.')[0] != root]
+    return out
+
+
+def test_the_core_imports_neither_openmmlab_nor_timm():
+    found = [f'{module}:{line} imports {top}' + (' (inside a function)' if in_function else '')
+             for module, top, line, in_function in third_party_imports(PACKAGE_DIR)
+             if subpackage(module) in CORE and top in NOT_IN_CORE
+             and not (module in CORE_FUNCTION_LEVEL_MMENGINE and top == 'mmengine' and in_function)]
+    assert not found, ('the torch-only core (inline_dense, .models, .checkpoint, .typing) must import none of '
+                       f'{NOT_IN_CORE}; move it to inline_dense.openmmlab:\n' + '\n'.join(found))
 
 
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (the backbones and the guards)
+import inline_dense.openmmlab  # noqa: F401  (the backbones and the guards)
 from inline_dense.engine.image_guards import UnreadableImageError
 
 ROOT = Path(__file__).resolve().parents[1]

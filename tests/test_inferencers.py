@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (registers the backbones the configs build)
+import inline_dense.openmmlab  # noqa: F401  (registers the backbones the configs build)
 from helpers import load_config, shrink_backbone
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """mmdet and mmseg build working models from their installed base configs, and
-``import inline_dense`` puts the InLine backbones into both registries."""
+``import inline_dense.openmmlab`` puts the InLine backbones into both registries."""
 import math
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-import inline_dense
+import inline_dense.openmmlab
 
 
 @pytest.fixture(scope='module')
@@ -31,7 +31,7 @@ def seg_models():
 def test_inline_backbones_are_registered(registry_module, name):
     import importlib
     registry = importlib.import_module(registry_module).MODELS
-    assert registry.get(name) is getattr(inline_dense, name)
+    assert registry.get(name) is getattr(inline_dense.openmmlab, name)
 
 
 def config_inheriting(tmp_path, base: str, overrides: str) -> Config:

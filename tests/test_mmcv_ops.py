@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.torch_version import TorchVersion
 
-import inline_dense  # noqa: F401  (the stand-in is found without it too; see test_stock_entry_points...)
+import inline_dense.openmmlab  # noqa: F401  (the stand-in is found without it too; see test_stock_entry_points...)
 
 ROOT = Path(__file__).resolve().parents[1]
 with torch.serialization.safe_globals([TorchVersion]):

@@ -6,7 +6,7 @@ Compiled mmcv reads out of bounds for some of these (an RoI's batch index past t
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (installs the mmcv._ext finder)
+import inline_dense.openmmlab  # noqa: F401  (installs the mmcv._ext finder)
 
 
 def _ext():

@@ -13,7 +13,7 @@ import pytest
 import torch
 from reference_models import authors_checkpoint, build_reference_backbone
 
-import inline_dense  # noqa: F401  (registers the backbones)
+import inline_dense.openmmlab  # noqa: F401  (registers the backbones)
 from inline_dense.checkpoint import CorruptCacheError, DownloadError, resolve, sources
 
 VARIANT = 'inline_swin_t'

@@ -1,5 +1,5 @@
-"""What ``import inline_dense`` does to mmengine, mmdet and mmseg: the same whatever the import order,
-the same after importing again, and never overwriting someone else's entry.
+"""What ``import inline_dense.openmmlab`` (the OpenMMLab adapter) does to mmengine, mmdet and mmseg: the
+same whatever the import order, the same after importing again, and never overwriting someone else's entry.
 
 Each order runs in a fresh interpreter (imports are once per process)."""
 import json
@@ -20,7 +20,7 @@ OURS = {
 
 # Imports the modules in argv order, then prints where each registry finds our names, which
 # loader reads inline://, and whether torch's safe-globals list holds mmengine's types; then does
-# it all again after a second import of inline_dense and of its two idempotent setup steps.
+# it all again after a second import of inline_dense.openmmlab and of its two idempotent setup steps.
 PROBE = textwrap.dedent('''
     import importlib, json, sys
     import torch
@@ -44,8 +44,8 @@ PROBE = textwrap.dedent('''
     for name in sys.argv[2:]:
         importlib.import_module(name)
     first = state()
-    import inline_dense
-    importlib.import_module('inline_dense')
+    import inline_dense.openmmlab
+    importlib.import_module('inline_dense.openmmlab')
     from inline_dense.checkpoint import register_mmengine_scheme
     from inline_dense.checkpoint.mmengine_types import allow_mmengine_checkpoint_types
     allow_mmengine_checkpoint_types()
@@ -63,7 +63,7 @@ def probe(order: List[str]) -> Dict[str, dict]:
 
 @pytest.fixture(scope='module')
 def mmdet_first() -> Dict[str, dict]:
-    return probe(['inline_dense', 'mmdet.registry', 'mmseg.registry'])
+    return probe(['inline_dense.openmmlab', 'mmdet.registry', 'mmseg.registry'])
 
 
 @pytest.mark.slow
@@ -81,7 +81,7 @@ def test_every_name_is_found_from_every_registry(mmdet_first):
 
 @pytest.mark.slow
 def test_import_order_and_a_second_import_change_nothing(mmdet_first):
-    mmseg_first = probe(['mmseg.registry', 'mmdet.registry', 'inline_dense'])
+    mmseg_first = probe(['mmseg.registry', 'mmdet.registry', 'inline_dense.openmmlab'])
     assert mmdet_first['first'] == mmseg_first['first']
     assert mmdet_first['again'] == mmdet_first['first']
     assert mmseg_first['again'] == mmseg_first['first']
@@ -98,7 +98,7 @@ def test_a_name_someone_else_registered_is_not_overwritten():
             pass
 
         try:
-            import inline_dense  # noqa: F401  (the import itself is under test: it must refuse the taken name)
+            import inline_dense.openmmlab  # noqa: F401  (under test: it must refuse the taken name)
         except KeyError as err:
             print('refused:', err)
         print('kept:', MODELS.get('InLineSwin').__module__)

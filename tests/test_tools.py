@@ -146,7 +146,7 @@ def test_toy_config_codebase_and_model(name):
     assert launch.detect_codebase(cfg) == codebase
     assert cfg.model.type == detector and cfg.model.backbone.type == backbone
     assert cfg.model.backbone.init_cfg is None
-    assert 'inline_dense' in cfg.custom_imports.imports and not cfg.custom_imports.allow_failed_imports
+    assert 'inline_dense.openmmlab' in cfg.custom_imports.imports and not cfg.custom_imports.allow_failed_imports
     metric = cfg.test_evaluator.type
     assert metric == ('CocoMetric' if codebase == 'mmdet' else 'IoUMetric')
 

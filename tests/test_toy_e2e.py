@@ -15,7 +15,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-import inline_dense  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
+import inline_dense.openmmlab  # noqa: F401  (registers the backbones; checkpoints load with weights_only=True)
 from helpers import TOY_DATA, import_tool
 
 ROOT = Path(__file__).resolve().parents[1]

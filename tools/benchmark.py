@@ -24,6 +24,7 @@ import os
 import sys
 from typing import Any, Dict, Optional, Sequence
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import jobs, report, zoo
 from inline_dense.analysis.jobs import parse_hw
 

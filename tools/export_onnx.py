@@ -25,6 +25,7 @@ from typing import Optional, Sequence, Tuple
 
 from mmengine.config import DictAction
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import atomic
 from inline_dense.deploy import onnx_export
 from inline_dense.models.inline_attention import IMPLS

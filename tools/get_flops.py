@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import zoo
 from inline_dense.analysis.jobs import parse_hw
 

@@ -9,6 +9,7 @@ naming the missing / unexpected weights, unless --allow-partial-load.
 import argparse
 import os.path as osp
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.engine.launch import (

@@ -16,6 +16,7 @@ import glob
 import os.path as osp
 import warnings
 
+import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.engine.checkpointing import (
     HookOptionError,

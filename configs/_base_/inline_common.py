@@ -1,8 +1,9 @@
 # The codebase-independent part of the two runtime bases (inline_runtime_mmdet.py,
 # inline_runtime_mmseg.py). Configs list one of those, not this file.
 
-# Registers the backbones (InLineSwin, InLinePVT, InLineCSwin) and the engine hooks below.
-custom_imports = dict(imports=['inline_dense'], allow_failed_imports=False)
+# The OpenMMLab adapter: registers the backbones (InLineSwin, InLinePVT, InLineCSwin) and the
+# engine hooks below (the torch-only core, inline_dense.models, registers nothing).
+custom_imports = dict(imports=['inline_dense.openmmlab'], allow_failed_imports=False)
 
 # Reliability (inline_dense.engine): padded tokens ignored by global attention, so an
 # image's features do not depend on its batch-mates; and a resumed run draws the same

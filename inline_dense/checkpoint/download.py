@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -20,10 +21,10 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
 
-from mmengine.logging import print_log
-
 from . import safe_unpickle
 from .atomic import atomic_write_bytes, atomic_writer
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0
@@ -221,8 +222,7 @@ def download(url: str, final: Path, manual_hint: str) -> Path:
         size = response.headers.get('Content-Length')
         total = int(size) if size and size.isdigit() else None
         digest, received = hashlib.sha256(), 0
-        print_log(f'downloading {url} to {final}' + (f' ({total / 2**20:.1f} MiB)' if total else ''),
-                  logger='current')
+        log.info(f'downloading {url} to {final}' + (f' ({total / 2**20:.1f} MiB)' if total else ''))
         with _full_disk_named(final, url, manual_hint, lambda: received), atomic_writer(final, check) as f, \
                 _progress(total, final.name) as advance:
             while True:
@@ -246,5 +246,5 @@ def download(url: str, final: Path, manual_hint: str) -> Path:
                 raise fail('the server sent an empty file')
             record.update(url=url, final_url=response.geturl(), sha256=digest.hexdigest(), size=received,
                           downloaded_at=_now())
-    print_log(f'saved {final} ({received / 2**20:.1f} MiB, sha256 {record["sha256"][:12]}...)', logger='current')
+    log.info(f'saved {final} ({received / 2**20:.1f} MiB, sha256 {record["sha256"][:12]}...)')
     return final

@@ -1,4 +1,5 @@
 """Reading checkpoints (safely) into an InLine backbone, strictly and with a clear report."""
+import logging
 import os
 import pickle
 import struct
@@ -6,8 +7,6 @@ import zipfile
 from typing import Any, Dict, List, Mapping, Tuple
 
 import torch
-from mmengine.logging import print_log
-from mmengine.runner import CheckpointLoader
 from torch import nn
 
 from ..typing import StateDict
@@ -15,7 +14,9 @@ from . import safe_unpickle
 from .errors import CheckpointError
 from .finite import check_finite
 from .safetensors_errors import SAFETENSORS_ERRORS
-from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
+from .sources import PUBLISHED, checkpoint_cache, resolve
+
+log = logging.getLogger(__name__)
 
 # Parameters a classification checkpoint cannot hold: their absence is expected.
 OPTIONAL_PREFIXES = ('out_norms.',)
@@ -68,8 +69,8 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
     except UNREADABLE as exc:
         raise _unreadable(path, exc) from exc
     if kept:
-        print_log(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
-                  f'code run: {", ".join(kept[:8])}{" ..." if len(kept) > 8 else ""}', logger='current')
+        log.info(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
+                 f'code run: {", ".join(kept[:8])}{" ..." if len(kept) > 8 else ""}')
     return obj
 
 
@@ -200,10 +201,9 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     dropped = dropped + unused
     fresh = [k for k in model_state if k not in usable]
     origin = path if path == checkpoint else f'{checkpoint} ({path})'
-    print_log(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; '
-              f'dropped {len(dropped)} unused by dense prediction ({_summary(dropped)}); '
-              f'newly initialised: {_summary(fresh)}',
-              logger='current')
+    log.info(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; '
+             f'dropped {len(dropped)} unused by dense prediction ({_summary(dropped)}); '
+             f'newly initialised: {_summary(fresh)}')
     return dropped
 
 
@@ -215,28 +215,3 @@ def _summary(keys: List[str]) -> str:
         name = k.rsplit('.', 1)[0].split('.')[0] if k.startswith(('head', 'out_norms')) else k.rsplit('.', 1)[-1]
         groups[name] = groups.get(name, 0) + 1
     return ', '.join(f'{n} x{c}' if c > 1 else n for n, c in groups.items())
-
-
-def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
-    """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
-    ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
-    in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""
-    path = resolve(filename)
-    obj = read_checkpoint(path, map_location=map_location or 'cpu')
-    chosen, which = select_weights(obj, 'auto', repr(path))
-    rest = {k: v for k, v in obj.items() if k not in ('model', 'state_dict', 'state_dict_ema', 'model_ema')}
-    meta = dict(rest['meta']) if isinstance(rest.get('meta'), dict) else {}
-    meta.update(inline_weights=which, inline_source=path)
-    return {**rest, 'state_dict': dict(chosen), 'meta': meta}
-
-
-_registered = False
-
-
-def register_mmengine_scheme() -> None:
-    """Registers ``inline://`` with mmengine's ``CheckpointLoader`` (idempotent)."""
-    global _registered
-    if _registered:
-        return
-    CheckpointLoader.register_scheme(prefixes=SCHEME, loader=load_from_inline)
-    _registered = True

@@ -17,6 +17,7 @@ names any other global (``os.system``, ``builtins.eval``, ...) is still refused.
 """
 import pickle
 import re
+import sys
 from typing import Any, Callable, List, Tuple
 
 import numpy as np
@@ -68,12 +69,18 @@ def _numpy_core_names() -> List[Tuple[Callable, str]]:
 
 
 def mmengine_safe_globals() -> List[Any]:
-    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``."""
-    from mmengine.logging import HistoryBuffer
+    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``.
+
+    mmengine's ``HistoryBuffer`` only once mmengine is imported (by the OpenMMLab adapter, a
+    runner): the torch-only core neither needs nor imports it, and a file that holds one then reads
+    it as inert data (``safe_unpickle``); the weights and the numpy types load either way."""
     dtype_classes = sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)
+    mmengine_entries: List[Any] = []
+    if 'mmengine' in sys.modules:
+        from mmengine.logging import HistoryBuffer
+        mmengine_entries = [HistoryBuffer, (history_buffer_statistic, 'builtins.getattr')]
     return [
-        HistoryBuffer,
-        (history_buffer_statistic, 'builtins.getattr'),
+        *mmengine_entries,
         (np.ndarray, 'numpy.ndarray'),
         (np.dtype, 'numpy.dtype'),
         *dtype_classes,  # BUILD on a dtype checks its concrete class (e.g. Float64DType)
@@ -92,6 +99,7 @@ def allow_mmengine_checkpoint_types() -> bool:
         return True
     if not needs_allow_list(torch.__version__):
         return False
+    import mmengine.logging  # noqa: F401  (the OpenMMLab side calls this: mmengine's types must be in the list)
     torch.serialization.add_safe_globals(mmengine_safe_globals())
     _done = True
     return True

@@ -27,8 +27,6 @@ import urllib.parse
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional
 
-from mmengine.logging import print_log
-
 from .download import (
     CorruptCacheError,
     DownloadError,
@@ -42,6 +40,8 @@ from .download import (
     verify,
     write_sidecar,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEME = 'inline://'
 
@@ -148,8 +148,7 @@ def _cached(path: Path, url: str, repair: bool) -> Optional[Path]:
     if not repair:
         raise UnreadableCacheError(f'cached checkpoint {path} (from {url}) is not a readable checkpoint: {problem}. '
                                 f'{delete_hint(path).capitalize()}; the next run downloads it again.')
-    print_log(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again',
-              logger='current', level=logging.WARNING)
+    log.warning(f'checkpoint cache: {path} is not a readable checkpoint ({problem}); downloading {url} again')
     path.unlink()
     sidecar_of(path).unlink()
     return None
@@ -165,8 +164,8 @@ def _older_download(path: Path, url: Optional[str], record: dict) -> Optional[Pa
         problem = archive_problem(path, thorough=False)
         if problem is None:
             return path
-    print_log(f'checkpoint cache: ignoring {path} (downloaded there by an older inline_dense): {problem}; '
-              f'{delete_hint(path)}', logger='current', level=logging.WARNING)
+    log.warning(f'checkpoint cache: ignoring {path} (downloaded there by an older inline_dense): {problem}; '
+                f'{delete_hint(path)}')
     return None
 
 
@@ -205,7 +204,7 @@ def _hand_placed(variant: str) -> Optional[Path]:
         recorded = f'its sha256 recorded in {sidecar_of(path)}'
     except OSError as exc:  # a read-only cache still serves the file
         recorded = f'not recorded ({type(exc).__name__}: {exc.strerror or exc})'
-    print_log(f'checkpoint cache: using {path}, placed by hand for inline://{variant} ({recorded})', logger='current')
+    log.info(f'checkpoint cache: using {path}, placed by hand for inline://{variant} ({recorded})')
     return path
 
 

@@ -11,13 +11,22 @@ runners find them):
 * ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
+It also lets ``torch.load(weights_only=True)`` read the checkpoints a Runner writes (its resume
+reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names, as it did when
+``import inline_dense`` ran all of this; both idempotent, and done again by the OpenMMLab adapter
+(:mod:`inline_dense.openmmlab`, which also registers the backbones).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
+from ..checkpoint import register_mmengine_scheme
+from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper
 from .padding_mask import InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes, padded_batch
 from .randomness import DeterministicResumeHook, derived_seed
+
+allow_mmengine_checkpoint_types()  # after the imports above: they import mmengine, whose types it adds
+register_mmengine_scheme()
 
 __all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper',
            'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',

@@ -1,6 +1,9 @@
-"""InLine backbones. Each class registers itself in mmengine's root ``MODELS`` registry where it
-is defined (``@MODELS.register_module()``); mmdet's and mmseg's ``MODELS`` are children of it and
-find the backbones there, whichever of them is installed or imported first."""
+"""InLine backbones in plain torch: importing, building, running and loading the authors'
+checkpoints need torch alone (no OpenMMLab, no timm). Each model is initialised when it is
+constructed; ``inline_dense.checkpoint.load_pretrained`` loads pretrained weights into it.
+
+For MMDetection / MMSegmentation, ``import inline_dense.openmmlab`` registers subclasses of these
+under the same names, with ``init_cfg`` and ``init_weights()``."""
 from .inline_attention import InLineAttention
 from .inline_cswin import InLineCSwin
 from .inline_pvt import InLinePVT

@@ -1,45 +1,28 @@
 """What every InLine backbone shares: arch settings and their checks, drop-path rates,
-input checks, the stage loop with the padding mask, output norms, frozen stages and
-weight initialisation (``init_cfg``, pretrained checkpoints through the strict loader).
+input checks, the stage loop with the padding mask, output norms, frozen stages and the
+from-scratch initialisation. Plain torch: nothing of OpenMMLab or timm is imported here
+(``init_cfg`` and ``init_weights()`` live in the adapter, :mod:`inline_dense.openmmlab`).
 
 A backbone family subclasses :class:`InLineBackboneBase` and writes only its own parts:
 ``arch_zoo``, ``build`` (the stem and stage modules; returns the strides), ``enter_stage``
 (patch embedding or downsampling into stage i) and ``convert_pretrained`` (the authors'
 checkpoint layout -> its keys). The base class's ``__init__`` checks the settings, calls
-``build`` and freezes ``frozen_stages``: a subclass cannot skip a step.
+``build``, freezes ``frozen_stages`` and initialises the weights: a subclass cannot skip a step.
 """
-import inspect
 import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
-from mmengine.model import BaseModule
-from mmengine.model.weight_init import constant_init, initialize, normal_init, trunc_normal_init
 from torch import nn
 
-from ..checkpoint import load_pretrained
 from ..typing import HW, StateDict
-from .arch import check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
+from .arch import check_backbone_options, check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
 from .inline_attention import IMPLS, KERNELS, InLineAttention, check_heads
 from .layers import TransformerBlock, run_blocks
-
-InitCfg = Union[dict, List[dict], None]
-
-
-def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
-    """``init_cfg`` as mmengine allows it (None, a dict, a list of dicts), checked early."""
-    entries = init_cfg if isinstance(init_cfg, list) else [init_cfg] if init_cfg is not None else []
-    for entry in entries:
-        if not isinstance(entry, dict) or 'type' not in entry:
-            raise TypeError(f"{backbone}: init_cfg must be None, a dict with a 'type' (e.g. dict(type='Pretrained', "
-                            f"checkpoint='inline://inline_swin_t')) or a list of such dicts; got {init_cfg!r}.")
-        if entry['type'] == 'Pretrained' and not entry.get('checkpoint'):
-            raise ValueError(f"{backbone}: init_cfg=dict(type='Pretrained') needs checkpoint=PATH (a file, a URL "
-                             f"or a name such as 'inline://inline_swin_t').")
-    return init_cfg
+from .weight_init import init_transformer_weights
 
 
-class InLineBackboneBase(BaseModule):
+class InLineBackboneBase(nn.Module):
     """Base class of the InLine backbones.
 
     Args:
@@ -52,8 +35,6 @@ class InLineBackboneBase(BaseModule):
         out_norm: LayerNorm on every returned stage output.
         frozen_stages: -1 none; 0 the stem (``stem_modules``); k also the first k stages.
         drop_path_rate: stochastic depth, rising linearly over all blocks from 0.
-        init_cfg: None (from scratch), a dict or a list of dicts; ``Pretrained`` entries
-            load through :func:`inline_dense.checkpoint.load_pretrained` (strict).
         stage_lists: more per-stage settings to check for one entry per stage.
         allow_mixed: whether ``attn_type`` may hold an ``M`` stage.
         build_options: the keyword arguments of the subclass's ``build``.
@@ -62,18 +43,27 @@ class InLineBackboneBase(BaseModule):
     stage, ``depths``, ``num_heads``, ``attn_kinds`` per stage and block 'I' or 'S',
     ``block_drop_path`` per stage and block, ``out_norms``); ``build(**build_options)`` makes the
     stem and ``stages`` (an ``nn.ModuleList`` of modules with ``blocks``) and returns the stride of
-    every stage, which become ``strides``; then the frozen stages are frozen.
+    every stage, which become ``strides``; then the frozen stages are frozen and the weights
+    initialised (``init_from_scratch``; load pretrained weights afterwards with
+    :func:`inline_dense.checkpoint.load_pretrained`).
     """
 
     arch_zoo: Dict[str, dict] = {}
+    # Whether __init__ ends with init_from_scratch(). The OpenMMLab adapter turns it off: there
+    # the runner calls init_weights() after the whole detector is built, and an initialisation at
+    # construction would consume random numbers the neck and head draw today.
+    init_at_construction: bool = True
 
     def __init__(self, arch: Union[str, dict], arch_overrides: Mapping[str, Any], *, in_channels: int,
                  kernel: str, attn_impl: str, out_indices: Sequence[int], out_norm: bool, frozen_stages: int,
-                 drop_path_rate: float, init_cfg: InitCfg, stage_lists: Optional[Mapping[str, Sequence]] = None,
+                 drop_path_rate: float, stage_lists: Optional[Mapping[str, Sequence]] = None,
                  allow_mixed: bool = False, build_options: Optional[Mapping[str, Any]] = None) -> None:
         name = type(self).__name__
-        super().__init__(init_cfg=check_init_cfg(init_cfg, name))
+        super().__init__()
+        check_backbone_options(dict(in_channels=in_channels, out_norm=out_norm, frozen_stages=frozen_stages,
+                                    drop_path_rate=drop_path_rate, **(build_options or {})), name)
         cfg = resolve_arch(arch, self.arch_zoo, name, arch_overrides)
+        check_backbone_options(cfg, name)
         depths, num_heads = tuple(cfg['depths']), tuple(cfg['num_heads'])
         n = len(depths)
         embed = cfg['embed_dims']
@@ -98,9 +88,6 @@ class InLineBackboneBase(BaseModule):
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
-        if not 0.0 <= drop_path_rate < 1.0:
-            raise ValueError(f'{name}: drop_path_rate={drop_path_rate} must be in [0, 1): it is the probability of '
-                             f'skipping the last block (0 turns stochastic depth off).')
         rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
         strides = tuple(self.build(**(build_options or {})))
@@ -110,6 +97,8 @@ class InLineBackboneBase(BaseModule):
                             f'{n} strides (one per stage); it returned {strides!r}.')
         self.strides: Tuple[int, ...] = strides
         self._freeze()
+        if self.init_at_construction:
+            self.init_from_scratch()
 
     def build(self, **options: Any) -> Sequence[int]:
         """Makes the stem and ``self.stages`` from ``options`` (the subclass's ``build_options``);
@@ -227,34 +216,9 @@ class InLineBackboneBase(BaseModule):
 
     # ------------------------------------------------------------------ weights
     def init_from_scratch(self) -> None:
-        """Truncated-normal Linear, unit LayerNorm, fan-out normal Conv2d, as the authors do."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                trunc_normal_init(m, std=0.02, bias=0.0)
-            elif isinstance(m, nn.LayerNorm):
-                constant_init(m, 1.0, bias=0.0)
-            elif isinstance(m, nn.Conv2d):
-                fan_out = m.kernel_size[0] * m.kernel_size[1] * m.out_channels // m.groups
-                normal_init(m, 0.0, math.sqrt(2.0 / fan_out), bias=0.0)
-
-    def init_weights(self) -> None:
-        """``init_cfg`` entries other than ``Pretrained`` run through mmengine's initialisers
-        (without any, ``init_from_scratch``); then ``Pretrained`` entries load strictly."""
-        entries = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg] if self.init_cfg else []
-        pretrained = [e for e in entries if e['type'] == 'Pretrained']
-        others = [e for e in entries if e['type'] != 'Pretrained']
-        self.init_from_scratch()  # also what a classification checkpoint lacks (output norms)
-        if others:
-            initialize(self, others)
-        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint'}
-        for entry in pretrained:
-            extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}
-            unknown = sorted(set(extra) - options)
-            if unknown:
-                raise ValueError(f'{type(self).__name__}: init_cfg Pretrained option(s) {unknown} are not '
-                                 f'supported; supported: {sorted(options)}.')
-            load_pretrained(self, entry['checkpoint'], **extra)
-        self._is_init = True
+        """The authors' initialisation (``weight_init.init_transformer_weights``): the same
+        random draws as mmengine's ``trunc_normal_init`` / ``constant_init`` / ``normal_init``."""
+        init_transformer_weights(self)
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

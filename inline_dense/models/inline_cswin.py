@@ -3,11 +3,10 @@ import re
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
-from .backbone_base import InitCfg, InLineBackboneBase
+from .backbone_base import InLineBackboneBase
 from .cswin_attention import CSwinStripeAttention
 from .layers import TransformerBlock, pad_to_multiple
 
@@ -36,7 +35,6 @@ class CSwinStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
 
 
-@MODELS.register_module()
 class InLineCSwin(InLineBackboneBase):
     """InLine-CSwin backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -56,7 +54,9 @@ class InLineCSwin(InLineBackboneBase):
         out_norm: LayerNorm on every returned stage output.
         frozen_stages: -1 none; 0 the stem; k also the first k stages (with their merges).
         with_cp: activation checkpointing in every block.
-        init_cfg: e.g. dict(type='Pretrained', checkpoint='inline://inline_cswin_t').
+
+    Weights are initialised at construction; the authors' ImageNet weights load with
+    ``inline_dense.checkpoint.load_pretrained(model, 'inline://inline_cswin_t')``.
     """
 
     arch_zoo = {
@@ -74,12 +74,11 @@ class InLineCSwin(InLineBackboneBase):
                  mlp_ratio: float = 4.0, qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto',
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True,
-                 frozen_stages: int = -1, with_cp: bool = False, init_cfg: InitCfg = None) -> None:
+                 frozen_stages: int = -1, with_cp: bool = False) -> None:
         super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
                                     split_size=split_size, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg,
                          build_options=dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate,
                                             attn_drop_rate=attn_drop_rate, with_cp=with_cp))
 

@@ -5,15 +5,14 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-from mmengine.model.weight_init import trunc_normal_
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
-from .arch import to_2tuple_size
-from .backbone_base import InitCfg, InLineBackboneBase, valid_grid_sizes
+from .arch import check_multiple_of, to_2tuple_size
+from .backbone_base import InLineBackboneBase, valid_grid_sizes
 from .layers import TransformerBlock, pad_to_multiple
 from .sr_attention import SRAttention
+from .weight_init import trunc_normal_
 
 
 def resize_pos_grid(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
@@ -72,7 +71,6 @@ class PVTStage(nn.Module):
         return pos.view(len(sizes), hw[0] * hw[1], c)
 
 
-@MODELS.register_module()
 class InLinePVT(InLineBackboneBase):
     """InLine-PVT backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -84,8 +82,10 @@ class InLinePVT(InLineBackboneBase):
             reduction ``sr_ratios``). Default 'IIII'.
         pretrain_img_size: input size of the position embeddings' grid: an int or an
             (h, w) / (s,) tuple (224).
+            A positive multiple of the total stride (the product of ``patch_sizes``), so that
+            every stage's grid is a whole number of patches.
         kernel, attn_impl, out_indices, out_norm, frozen_stages (k freezes the first k stages),
-        with_cp, init_cfg: as in ``InLineSwin``.
+        with_cp: as in ``InLineSwin``.
     """
 
     arch_zoo = {
@@ -106,13 +106,12 @@ class InLinePVT(InLineBackboneBase):
                  attn_impl: str = 'auto', patch_sizes: Sequence[int] = (4, 2, 2, 2), in_channels: int = 3,
                  pretrain_img_size: Union[int, Sequence[int]] = 224, drop_rate: float = 0.0,
                  attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
-                 out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: InitCfg = None) -> None:
+                 out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False) -> None:
         super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
                                     mlp_ratios=mlp_ratios, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg, stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes),
+                         stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes),
                          build_options=dict(sr_ratios=sr_ratios, qkv_bias=qkv_bias, patch_sizes=patch_sizes,
                                             pretrain_img_size=pretrain_img_size, drop_rate=drop_rate,
                                             attn_drop_rate=attn_drop_rate, with_cp=with_cp))
@@ -124,6 +123,8 @@ class InLinePVT(InLineBackboneBase):
         dims, mlp_ratios = self.embed_dims, self.arch['mlp_ratios']
         pretrain_hw = to_2tuple_size(pretrain_img_size, 'pretrain_img_size', type(self).__name__)
         strides = tuple(math.prod(patch_sizes[:i + 1]) for i in range(len(self.depths)))
+        check_multiple_of(pretrain_hw, strides[-1], 'pretrain_img_size', type(self).__name__,
+                          f'the product of patch_sizes {tuple(patch_sizes)}: each stage\'s position grid is whole')
 
         in_dims = self.in_channels
         self.stages = nn.ModuleList()

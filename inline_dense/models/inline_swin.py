@@ -4,11 +4,10 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..typing import HW, StateDict
-from .backbone_base import InitCfg, InLineBackboneBase
+from .backbone_base import InLineBackboneBase
 from .inline_attention import traced
 from .layers import TransformerBlock, pad_to_multiple, padding_to_multiple
 from .window_attention import ShiftWindowMSA
@@ -44,7 +43,6 @@ class SwinStage(nn.Module):
         self.downsample = downsample
 
 
-@MODELS.register_module()
 class InLineSwin(InLineBackboneBase):
     """InLine-Swin backbone (Han et al., NeurIPS 2024) for dense prediction.
 
@@ -63,8 +61,9 @@ class InLineSwin(InLineBackboneBase):
         out_norm: LayerNorm on every returned stage output.
         frozen_stages: -1 none; 0 the patch embedding; k also the first k stages.
         with_cp: activation checkpointing in every block.
-        init_cfg: e.g. dict(type='Pretrained', checkpoint='inline://inline_swin_t') for the
-            authors' ImageNet weights (a path or URL works too).
+
+    Weights are initialised at construction; the authors' ImageNet weights load with
+    ``inline_dense.checkpoint.load_pretrained(model, 'inline://inline_swin_t')`` (a path or URL works too).
     """
 
     arch_zoo = {
@@ -79,12 +78,11 @@ class InLineSwin(InLineBackboneBase):
                  qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto', patch_size: int = 4,
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
-                 out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False,
-                 init_cfg: InitCfg = None) -> None:
+                 out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False) -> None:
         super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, attn_type=attn_type),
                          in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
                          out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         init_cfg=init_cfg, allow_mixed=True,
+                         allow_mixed=True,
                          build_options=dict(window_size=window_size, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
                                             patch_size=patch_size, drop_rate=drop_rate,
                                             attn_drop_rate=attn_drop_rate, with_cp=with_cp))

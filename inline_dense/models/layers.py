@@ -13,11 +13,10 @@ from .tensor_utils import traced
 class Mlp(nn.Module):
     """Token-wise ``fc1 -> GELU -> fc2``. Input and output (B, N, C).
 
-    Not ``timm.layers.Mlp`` (same ``fc1``/``fc2`` keys): importing ``timm.layers`` takes seconds
-    (2.7-3.1 s measured with ``python -X importtime`` on the shared CI machine), which every
-    ``import inline_dense`` would pay; timm is imported only where a block drops paths (below).
-    For the same reason ``trunc_normal_`` comes from torch / mmengine (the same initialiser), and
-    sizes go through ``arch.to_2tuple_size`` (timm's ``to_2tuple`` checks nothing).
+    Not ``timm.layers.Mlp`` (same ``fc1``/``fc2`` keys): the core depends on torch alone, and
+    importing ``timm.layers`` takes seconds (2.7-3.1 s measured with ``python -X importtime`` on the
+    shared CI machine). For the same reason paths are dropped by :class:`DropPath` below, and sizes
+    go through ``arch.to_2tuple_size`` (timm's ``to_2tuple`` checks nothing).
     """
 
     def __init__(self, embed_dims: int, hidden_dims: int) -> None:
@@ -28,6 +27,32 @@ class Mlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(x)))
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: in training, each sample's whole branch is zeroed with probability
+    ``drop_prob`` and the kept ones are scaled by 1 / (1 - drop_prob). Input and output (B, ...).
+
+    The same draws and values as timm's ``DropPath`` (one Bernoulli per sample, drawn with
+    ``bernoulli_`` on a (B, 1, ..., 1) tensor; at ``drop_prob=1`` the branch is all zeros), so runs
+    seeded alike agree. It has no parameters or buffers: state dict keys do not change.
+    """
+
+    def __init__(self, drop_prob: float = 0.0) -> None:
+        super().__init__()
+        self.drop_prob = drop_prob
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.drop_prob == 0.0 or not self.training:
+            return x
+        keep = 1.0 - self.drop_prob
+        mask = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(keep)
+        if keep > 0.0:
+            mask.div_(keep)
+        return x * mask
+
+    def extra_repr(self) -> str:
+        return f'drop_prob={self.drop_prob}'
 
 
 class TransformerBlock(nn.Module):
@@ -52,12 +77,8 @@ class TransformerBlock(nn.Module):
         self.attn = attn
         self.norm2 = nn.LayerNorm(embed_dims, eps=norm_eps)
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio))
-        self.drop_path = nn.Identity()
-        if drop_path > 0:
-            # timm's DropPath (at drop_prob=1 it returns zeros; x / keep gives NaN, as mmcv's does),
-            # imported here: importing timm costs ~0.8 s, which `import inline_dense` need not pay
-            from timm.layers import DropPath
-            self.drop_path = DropPath(drop_path)
+        # at drop_prob=1 zeros, not x / 0 = NaN as mmcv's DropPath gives
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.with_cp = with_cp
         self.residual_from_input = residual_from_input
 

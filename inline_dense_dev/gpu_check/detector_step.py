@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from inline_dense import openmmlab  # noqa: F401  (registers the InLine backbones)
 from inline_dense.engine.launch import REPO_ROOT
 
 from .measure import Emit, all_finite, recorded, release, time_step
@@ -26,8 +27,6 @@ def build_detector(config: str, repo_root: str, device: torch.device,
     from mmdet.utils import register_all_modules
     from mmengine.config import Config
     from mmengine.hub import get_config
-
-    import inline_dense  # noqa: F401  (registers the InLine backbones)
     register_all_modules(init_default_scope=True)
     path = resolve_detector_config(config, repo_root)
     cfg = get_config(path) if '::' in path else Config.fromfile(path)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any, Dict, List
 
+from ... import openmmlab  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
+
 PREFIX = 'GPUCHECK_ROW '
 MODULES = {'ops': 'ops_step', 'attention': 'attention_step', 'backbones': 'backbone_step',
            'detector': 'detector_step', 'toy': 'toy_step'}
@@ -19,7 +21,7 @@ def emit(row: Dict[str, Any]) -> None:
 def main(argv: List[str]) -> None:
     if len(argv) != 2 or argv[0] not in MODULES:
         sys.exit(f'usage: python -m inline_dense_dev.gpu_check.worker {{{",".join(MODULES)}}} PLAN_JSON')
-    import inline_dense  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
+    import inline_dense.openmmlab  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
 
     from .plan import CheckPlan
     plan = CheckPlan.from_json(json.loads(argv[1]))

@@ -1,0 +1,88 @@
+"""The InLine backbones as OpenMMLab modules: ``init_cfg``, ``init_weights()`` and registration.
+
+Each class here is the torch-only core class (:mod:`inline_dense.models`) with mmengine's
+``BaseModule`` behind it and :class:`OpenMMLabBackbone` in front, registered in mmengine's root
+``MODELS`` under the core's name (mmdet's and mmseg's ``MODELS`` are children of it). Nothing of
+the architecture is repeated: the MRO is adapter mixin -> core family -> core base -> ``BaseModule``
+-> ``nn.Module``, so the core's ``super().__init__()`` is ``BaseModule``'s.
+
+Construction does not initialise the weights (``init_at_construction = False``): as before the
+split, the runner's ``init_weights()`` does, after the whole detector or segmentor is built, so
+the random numbers the neck and head draw at construction are the same as before.
+"""
+import copy
+import inspect
+from typing import Any, List, Union
+
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import initialize
+from mmengine.registry import MODELS
+
+from .. import models as core
+from ..checkpoint import load_pretrained
+
+InitCfg = Union[dict, List[dict], None]
+
+
+def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
+    """``init_cfg`` as mmengine allows it (None, a dict, a list of dicts), checked early."""
+    entries = init_cfg if isinstance(init_cfg, list) else [init_cfg] if init_cfg is not None else []
+    for entry in entries:
+        if not isinstance(entry, dict) or 'type' not in entry:
+            raise TypeError(f"{backbone}: init_cfg must be None, a dict with a 'type' (e.g. dict(type='Pretrained', "
+                            f"checkpoint='inline://inline_swin_t')) or a list of such dicts; got {init_cfg!r}.")
+        if entry['type'] == 'Pretrained' and not entry.get('checkpoint'):
+            raise ValueError(f"{backbone}: init_cfg=dict(type='Pretrained') needs checkpoint=PATH (a file, a URL "
+                             f"or a name such as 'inline://inline_swin_t').")
+    return init_cfg
+
+
+class OpenMMLabBackbone:
+    """In front of a core family and ``BaseModule``: takes ``init_cfg`` and gives ``init_weights()``.
+
+    Args (besides the core family's):
+        init_cfg: None (from scratch), a dict or a list of dicts; ``Pretrained`` entries load
+            through :func:`inline_dense.checkpoint.load_pretrained` (strict, the authors' layout
+            converted), other entries through mmengine's initialisers.
+    """
+
+    init_at_construction = False
+
+    def __init__(self, *args: Any, init_cfg: InitCfg = None, **kwargs: Any) -> None:
+        checked = check_init_cfg(init_cfg, type(self).__name__)
+        super().__init__(*args, **kwargs)  # the core family, whose base ends in BaseModule(init_cfg=None)
+        self.init_cfg = copy.deepcopy(checked)
+
+    def init_weights(self) -> None:
+        """``init_cfg`` entries other than ``Pretrained`` run through mmengine's initialisers
+        (without any, ``init_from_scratch``); then ``Pretrained`` entries load strictly."""
+        entries = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg] if self.init_cfg else []
+        pretrained = [e for e in entries if e['type'] == 'Pretrained']
+        others = [e for e in entries if e['type'] != 'Pretrained']
+        self.init_from_scratch()  # also what a classification checkpoint lacks (output norms)
+        if others:
+            initialize(self, others)
+        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint'}
+        for entry in pretrained:
+            extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}
+            unknown = sorted(set(extra) - options)
+            if unknown:
+                raise ValueError(f'{type(self).__name__}: init_cfg Pretrained option(s) {unknown} are not '
+                                 f'supported; supported: {sorted(options)}.')
+            load_pretrained(self, entry['checkpoint'], **extra)
+        self._is_init = True
+
+
+@MODELS.register_module()
+class InLineSwin(OpenMMLabBackbone, core.InLineSwin, BaseModule):
+    __doc__ = core.InLineSwin.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
+
+
+@MODELS.register_module()
+class InLinePVT(OpenMMLabBackbone, core.InLinePVT, BaseModule):
+    __doc__ = core.InLinePVT.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
+
+
+@MODELS.register_module()
+class InLineCSwin(OpenMMLabBackbone, core.InLineCSwin, BaseModule):
+    __doc__ = core.InLineCSwin.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
