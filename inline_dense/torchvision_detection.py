@@ -133,8 +133,6 @@ def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Optional[str] =
     if len(body.out_indices) != 4:
         raise ValueError(f'inline_fpn_backbone: out_indices={body.out_indices}: torchvision\'s detectors take four '
                          f'FPN levels (0, 1, 2, 3) and the pool level.')
-    if not getattr(body, 'initialised', False):  # a backbone that does not initialise itself
-        body.init_from_scratch()
     if weights is not None:
         load_pretrained(body, SCHEME + variant if weights == 'imagenet' else weights)
     return InLineFPNBackbone(body, out_channels)

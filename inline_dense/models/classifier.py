@@ -93,7 +93,7 @@ class InLineClassifier(nn.Module):
         for key in ('out_norm', 'out_indices', 'init_cfg'):
             if key in backbone_kwargs:
                 raise TypeError(f'InLineClassifier: {key} is fixed (all stages, no per-stage output norm, '
-                                f'initialised here); build the backbone class itself for other choices.')
+                                f'initialised at construction); build the backbone class itself for other choices.')
         self.family = family
         self.backbone = FAMILIES[family](arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
         dims, strides = self.backbone.embed_dims, self.backbone.strides
@@ -106,8 +106,6 @@ class InLineClassifier(nn.Module):
         self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
         self.feature_info = [dict(num_chs=dims[i], reduction=strides[i], module=f'backbone.stages.{i}')
                              for i in range(len(dims))]
-        if not getattr(self.backbone, 'initialised', False):  # a backbone that does not initialise itself
-            self.backbone.init_from_scratch()
         self._init_head()
 
     @staticmethod
