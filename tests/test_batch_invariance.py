@@ -233,7 +233,8 @@ def finest_neck_error(model, image, mate) -> float:
         with torch.no_grad():
             feats = model.backbone(data['inputs'], image_shapes(data['data_samples']))
             outs.append(model.neck(feats)[0])
-    stride = 2 ** (2 + model.neck.start_level)  # backbone strides 4, 8, 16, 32
+    # the finest neck level: the backbone output the neck starts at
+    stride = model.backbone.strides[model.backbone.out_indices[model.neck.start_level]]
     h, w = math.ceil(image.shape[-2] / stride), math.ceil(image.shape[-1] / stride)
     return (outs[0][0, :, :h, :w] - outs[1][0, :, :h, :w]).abs().max().item()
 

@@ -295,7 +295,8 @@ def _offline(*args, **kwargs):
 @pytest.mark.parametrize('path', VARIANT_CASES, ids=[p.stem for p in VARIANT_CASES])
 def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """inline://<variant> with no local file, an empty cache and no network: the error names
-    checkpoints/<variant>.pth and how to point the config elsewhere."""
+    checkpoints/<variant>.pth and how to point the backbone's init_cfg elsewhere (the tools add the
+    --cfg-options spelling)."""
     info = parse_name(path)
     kind, size = info['variant']
     variant = f'inline_{kind}_{size}'
@@ -310,7 +311,7 @@ def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypat
         model.init_weights()
     message = str(err.value)
     assert f'checkpoints/{variant}.pth' in message
-    assert 'model.backbone.init_cfg.checkpoint' in message  # it says how to point elsewhere
+    assert "backbone's init_cfg.checkpoint" in message  # it says how to point elsewhere
 
 
 def _parse_cfg_options(argv: List[str]) -> dict:

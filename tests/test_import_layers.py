@@ -34,7 +34,7 @@ LAYERS = [
     {'engine', 'toy_data'},
     {'models'},
     {'checkpoint'},
-    {'typing', 'ops'},
+    {'typing', 'ops', 'warning_filters'},
 ]
 
 class Edge(NamedTuple):

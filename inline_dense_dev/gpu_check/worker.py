@@ -7,8 +7,6 @@ import json
 import sys
 from typing import Any, Dict, List
 
-from ... import openmmlab  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)
-
 PREFIX = 'GPUCHECK_ROW '
 MODULES = {'ops': 'ops_step', 'attention': 'attention_step', 'backbones': 'backbone_step',
            'detector': 'detector_step', 'toy': 'toy_step'}
