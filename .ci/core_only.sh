@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The torch-only core in an environment with nothing but torch, torchvision and numpy (issue 26):
+# The torch-only core in an environment with nothing but torch, torchvision and numpy:
 # a fresh venv (no system site packages) in a temporary folder, those three pinned by
 # requirements/lock.txt (the torch wheel comes from PIP_CACHE_DIR when the setup filled it), this
 # package installed non-editable without its dependencies, then .ci/core_only_check.py run from

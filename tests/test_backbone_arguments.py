@@ -1,4 +1,4 @@
-"""Backbone settings are checked for type and range before anything is built (issue 28): a value
+"""Backbone settings are checked for type and range before anything is built: a value
 that means nothing, or would be taken for something else (``out_norm='no'`` is truthy,
 ``frozen_stages=True`` is 1, ``out_indices=(3, 1)`` was reordered), fails with one line naming the
 setting and the fix. The checks live in ``inline_dense.models.arch`` and serve every family."""

@@ -275,7 +275,7 @@ def test_resolution_order_local_then_cache_then_download(server, monkeypatch, is
 
 
 def test_a_file_put_into_the_cache_by_hand_is_used_without_a_request(server, monkeypatch):
-    """<cache>/<variant>.pth is where a file downloaded by hand goes (issue 28): used, never replaced by
+    """<cache>/<variant>.pth is where a file downloaded by hand goes: used, never replaced by
     a download; tests/test_offline_weights.py follows the docs' steps."""
     publish(monkeypatch, 'inline_swin_s', f'{server.url}/files/inline_swin_mini.pth')
     cache = checkpoint_cache()

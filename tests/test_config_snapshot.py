@@ -13,7 +13,7 @@ that configs can share a value (no runner, model or dataset reads a top-level va
 know). Where a config did not have one before, its new value is not compared; what the helper feeds
 (``model.backbone`` and so on) still is. A helper that already existed must keep its value.
 
-One more allowance: ``RENAMED_IMPORTS``, modules of ``custom_imports.imports`` that moved (issue 26:
+One more allowance: ``RENAMED_IMPORTS``, modules of ``custom_imports.imports`` that moved (
 ``import inline_dense`` became light, and the OpenMMLab registration moved to the adapter module
 ``inline_dense.openmmlab``). The snapshot's old name is read as the new one; any other difference
 in ``custom_imports``, its order included, still fails.
@@ -37,7 +37,7 @@ ADDED_HELPERS = {
     'inline_backbone', 'inline_channels',  # configs/toy/_base_/inline-*-mini.py: the toy backbones
 }
 
-RENAMED_IMPORTS = {'inline_dense': 'inline_dense.openmmlab'}  # issue 26: the OpenMMLab adapter module
+RENAMED_IMPORTS = {'inline_dense': 'inline_dense.openmmlab'}  # the OpenMMLab adapter module
 
 
 def with_renamed_imports(config: Dict[str, Any]) -> Dict[str, Any]:

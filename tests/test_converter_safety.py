@@ -1,4 +1,4 @@
-"""tools/convert_checkpoint.py never destroys a file (issue 28): atomic output, output = input
+"""tools/convert_checkpoint.py never destroys a file: atomic output, output = input
 refused (any spelling, symlink, hard link), a full disk reported with the path and the old file
 kept, a --backbone of another family refused, outputs in a missing directory or at a directory."""
 import contextlib

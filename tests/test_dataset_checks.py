@@ -1,4 +1,4 @@
-"""tools/train.py and tools/test.py check the datasets against the model before a run (issue 28):
+"""tools/train.py and tools/test.py check the datasets against the model before a run:
 a head's class count against the dataset's (refused), degenerate boxes and unknown category ids
 (counted and warned; refused when a file's annotations would all be dropped)."""
 import json

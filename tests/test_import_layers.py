@@ -240,7 +240,7 @@ def test_subpackages_import_only_lower_layers(edges):
                         'typing/ops):\n' + listing(upward))
 
 
-# The torch-only core (issue 26): what ``from inline_dense.models import InLineSwin`` and the checkpoint
+# The torch-only core: what ``from inline_dense.models import InLineSwin`` and the checkpoint
 # loading run. It imports no third-party package but torch and numpy's: not OpenMMLab, not timm, not
 # the adapter (``openmmlab`` is above it in LAYERS). The two named files serve the adapter and import
 # mmengine only inside the functions it calls (and the core's reading tolerates its absence).

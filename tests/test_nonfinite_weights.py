@@ -1,4 +1,4 @@
-"""Weights with NaN or inf are refused where they are loaded, naming the tensors (issue 28):
+"""Weights with NaN or inf are refused where they are loaded, naming the tensors:
 pretrained backbone files, checkpoints loaded by the tools (load_from, --resume, tools/test.py)."""
 from pathlib import Path
 from types import SimpleNamespace

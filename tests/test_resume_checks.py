@@ -1,4 +1,4 @@
-"""tools/train.py --resume checks what it is given before training (issue 28): a checkpoint a training
+"""tools/train.py --resume checks what it is given before training: a checkpoint a training
 run wrote (not empty, truncated, a weights-only file or another model's), a config that does not
 contradict the checkpoint (refused where the checkpoint's state would win, warned where the new
 config wins, and then recorded as run), and a work dir with nothing to resume."""

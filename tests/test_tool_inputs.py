@@ -1,4 +1,4 @@
-"""Command-line inputs the tools refuse in one line (issue 28): a --work-dir that is a file,
+"""Command-line inputs the tools refuse in one line: a --work-dir that is a file,
 --cfg-options text where a number is expected, dist_train.sh with 0 processes, a full cache
 during a download, a damaged .safetensors file."""
 import contextlib

@@ -14,9 +14,9 @@ class Mlp(nn.Module):
     """Token-wise ``fc1 -> GELU -> fc2``. Input and output (B, N, C).
 
     Not ``timm.layers.Mlp`` (same ``fc1``/``fc2`` keys): the core depends on torch alone, and
-    importing ``timm.layers`` takes seconds (2.7-3.1 s measured with ``python -X importtime`` on the
-    shared CI machine). For the same reason paths are dropped by :class:`DropPath` below, and sizes
-    go through ``arch.to_2tuple_size`` (timm's ``to_2tuple`` checks nothing).
+    importing ``timm.layers`` takes seconds. For the same reason paths are dropped by
+    :class:`DropPath` below, and sizes go through ``arch.to_2tuple_size`` (timm's ``to_2tuple``
+    checks nothing).
     """
 
     def __init__(self, embed_dims: int, hidden_dims: int) -> None:
