@@ -56,3 +56,38 @@ def test_the_filters_name_each_warning_and_nothing_else():
     shown = [(w.category.__name__, str(w.message)[:20]) for w in seen]
     assert shown == [('UserWarning', message[:20]), ('DeprecationWarning', message[:20]),
                      ('UserWarning', 'something else')]
+
+
+def test_the_run_logger_drops_mmengine_file_client_notices_only(tmp_path):
+    """mmengine's CheckpointHook builds a FileClient in every run, which logs two deprecation
+    notices through the run's logger; a Runner built by the tools drops exactly those."""
+    import logging
+
+    from mmengine.fileio import FileClient
+    from mmengine.logging import MMLogger, print_log
+    logger = MMLogger.get_instance(f'quiet-{tmp_path.name}')
+    warning_filters.quiet_run_logger(logger)
+    warning_filters.quiet_run_logger(logger)  # idempotent
+    assert sum(isinstance(f, warning_filters.KnownLogNotices) for f in logger.filters) == 1
+    seen = []
+    handler = logging.Handler()
+    handler.emit = seen.append
+    logger.addHandler(handler)
+    try:
+        FileClient.infer_client(None, str(tmp_path))  # the two notices, through the current logger
+        print_log('"FileClient" will be deprecated in future.', logger=logger, level=logging.INFO)
+        print_log('a warning of the run itself', logger=logger, level=logging.WARNING)
+    finally:
+        logger.removeHandler(handler)
+    assert [(r.levelno, r.getMessage()[:20]) for r in seen] == [
+        (logging.INFO, '"FileClient" will be'), (logging.WARNING, 'a warning of the run')]
+
+
+def test_the_tools_runner_has_the_filter(tmp_path, toy_dir, monkeypatch):
+    from inline_dense.engine.launch import build_runner, load_config, setup_codebase
+    monkeypatch.chdir(toy_dir)
+    cfg = load_config(str(ROOT / 'configs/toy/fpn_inline-pvt-mini_toy-ade.py'))
+    setup_codebase(cfg)
+    cfg.work_dir = str(tmp_path / 'work')
+    runner = build_runner(cfg)
+    assert any(isinstance(f, warning_filters.KnownLogNotices) for f in runner.logger.filters)

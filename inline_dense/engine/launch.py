@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ..checkpoint.sources import repo_root
+from ..warning_filters import quiet_run_logger
 
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
 REPO_ROOT = str(repo_root())
@@ -139,13 +140,13 @@ def init_cpu_process_group(dist_cfg: dict) -> None:
 
 
 def build_runner(cfg):
-    """The Runner, or the registered runner named by ``cfg.runner_type``."""
+    """The Runner, or the registered runner named by ``cfg.runner_type``; its logger drops mmengine's
+    FileClient deprecation notices (:func:`inline_dense.warning_filters.quiet_run_logger`)."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
-    if 'runner_type' in cfg:
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
-
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    quiet_run_logger(runner.logger)
+    return runner
 
 
 class MissingDatasetError(FileNotFoundError):
