@@ -57,6 +57,20 @@ def toy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def no_local_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``inline://`` lookups that see nothing of this machine: an empty cache
+    (``INLINE_DENSE_CACHE=tmp_path/cache``), a working directory and a 'repository root' without
+    ``checkpoints/``. Returns ``tmp_path``."""
+    from inline_dense.checkpoint import sources
+    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
+    work = tmp_path / 'work'
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sources, 'repo_root', lambda: tmp_path / 'repo')
+    return tmp_path
+
+
+@pytest.fixture
 def one_thread():
     """Small tensors on busy shared cores: several threads wait on each other."""
     threads = torch.get_num_threads()

@@ -124,14 +124,9 @@ def server():
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """An empty cache, a working directory and 'repository root' without checkpoints/."""
-    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
-    work = tmp_path / 'work'
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setattr(sources, 'repo_root', lambda: tmp_path / 'repo')
-    return tmp_path
+def isolated(no_local_checkpoints):
+    """Every test here: an empty cache, a working directory and 'repository root' without checkpoints/."""
+    return no_local_checkpoints
 
 
 def publish(monkeypatch, variant, url):

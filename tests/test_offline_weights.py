@@ -20,18 +20,12 @@ VARIANT = 'inline_swin_t'
 
 
 @pytest.fixture
-def offline(tmp_path, monkeypatch):
+def offline(no_local_checkpoints, monkeypatch):
     """An empty cache under tmp_path (``INLINE_DENSE_CACHE``), no checkpoints/ folder, no network."""
-    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
-    work = tmp_path / 'work'
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setattr(sources, 'repo_root', lambda: tmp_path / 'repo')
-
     def no_network(url, final, hint):
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
     monkeypatch.setattr(sources, 'download', no_network)
-    return tmp_path / 'cache' / 'checkpoints'
+    return no_local_checkpoints / 'cache' / 'checkpoints'
 
 
 def save_by_hand(cache: Path, name: str = f'{VARIANT}.pth', fixture: str = 'inline_swin_mini') -> Path:
