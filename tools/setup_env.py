@@ -4,33 +4,48 @@
     bash tools/setup_env.sh --plan              say what a setup would do now; change nothing
     bash tools/setup_env.sh --check-first-time  rehearse a first setup's index (and, with
                                                 MMCV=full, its mmcv build) steps in a throw-away
-                                                environment with an empty pip cache
-    bash tools/setup_env.sh --update-lock       re-resolve requirements/lock.txt from the index
+                                                environment with an empty uv cache
+    bash tools/setup_env.sh --update-lock       re-resolve the stack's lock with uv's resolver
 
-mmcv flavour, ``MMCV=lite`` (default) or ``MMCV=full``:
-  lite  mmcv-lite 2.1.0, a pure-Python wheel: no compiler; ``mmcv.ops`` runs on inline_dense's
-        stand-in for the compiled ops (nms, roi_align, focal losses from torchvision / torch,
-        on CPU and CUDA alike).
+uv does the work: it creates the environment and installs the stack's lock (exact pins with
+hashes, verified). uv itself comes from the package index (a binary wheel, pinned in
+requirements/build.txt, kept in $INLINE_DENSE_CACHE/uv/<version>); $UV names another uv binary.
+What is left here: the choice of lock, the compiled mmcv (MMCV=full) and its cache, the mmcv._ext
+stand-in hook (.pth), the import check and errors that say what to do.
+
+OpenMMLab stack, ``STACK=openmmlab`` (default) or ``STACK=onedl``:
+  openmmlab  mmengine 0.10.7, mmcv-lite 2.1.0, mmdet 3.3.0, mmsegmentation 1.2.2 (the last
+             OpenMMLab releases); lock: requirements/lock.txt, from requirements/openmmlab.in.
+  onedl      onedl-mmengine 0.10.12, onedl-mmcv 2.3.6 (built without ops: MMCV_WITH_OPS=0, no
+             compiler), onedl-mmdetection 3.5.1 (+ imaug), onedl-mmsegmentation 1.4.2, the
+             maintained successors under the same import names; lock: requirements/lock-onedl.txt,
+             from requirements/onedl.in.
+Both: torch 2.14.1, timm, segmentation-models-pytorch, the test and tool packages
+(requirements/common.in). A pin is added to requirements/common.in (both stacks) or to one
+stack's .in file, then: STACK=<stack> bash tools/setup_env.sh --update-lock.
+
+mmcv flavour, ``MMCV=lite`` (default) or ``MMCV=full`` (STACK=openmmlab only):
+  lite  no compiled ops; ``mmcv.ops`` runs on inline_dense's stand-in for the compiled ops
+        (nms, roi_align, focal losses from torchvision / torch, on CPU and CUDA alike).
   full  mmcv 2.1.0 compiled from source with all its ops (DCN, CARAFE, ...): needs g++ and
         Python's headers, ~10-30 min on 2 cores once per torch/Python/ops/build tools, then
         cached. CUDA ops need a GPU and a CUDA toolkit (nvcc) matching torch's.
 
 Environment: $INLINE_DENSE_VENV when set (made there if missing; e.g. a second environment on
 another Python beside .venv), else the active virtual environment ($VIRTUAL_ENV), else .venv/ in
-this checkout.
-Python: 3.11, 3.12 or 3.13 (the versions requirements/lock.txt is resolved for; its numpy and torch
-have no releases for 3.9 or 3.10). MMCV=full: 3.11 or 3.12 (mmcv 2.1.0's setup.py fails on 3.13).
-Knobs: PYTHON (interpreter for a new environment), INLINE_DENSE_VENV, MMCV, FORCE_CUDA=1/0 (full: CUDA ops or not;
-default: when torch sees a GPU and nvcc exists), MAX_JOBS (full: compile jobs),
-SETUP_FORCE=1 (re-check everything with pip), INLINE_DENSE_CACHE (default
-~/.cache/inline_dense: compiled mmcv wheels, and logs of failed steps).
-
-Every version comes from requirements/lock.txt (exact pins, used as constraints) and
-requirements/build.txt (build tools, also inside pip's isolated build environments).
+this checkout. An environment this setup made is synced to the lock (uv pip sync: what the lock
+does not name is removed); an active environment of yours only gets the lock installed into it.
+Python: 3.11, 3.12 or 3.13 on both stacks (the versions the locks are resolved for; their numpy
+and torch have no releases for 3.9 or 3.10). MMCV=full: 3.11 or 3.12 (mmcv 2.1.0's setup.py fails
+on 3.13).
+Knobs: STACK, MMCV, PYTHON (interpreter for a new environment), INLINE_DENSE_VENV, UV (a uv binary
+to use instead of the pinned one), UV_CACHE_DIR (uv's cache), FORCE_CUDA=1/0 (full: CUDA ops or
+not; default: when torch sees a GPU and nvcc exists), MAX_JOBS (full: compile jobs), SETUP_FORCE=1
+(install again), INLINE_DENSE_CACHE (default ~/.cache/inline_dense: uv, compiled mmcv wheels, and
+logs of failed steps).
 """
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -42,32 +57,47 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCK = ROOT / 'requirements' / 'lock.txt'
-BUILD = ROOT / 'requirements' / 'build.txt'
+REQ = ROOT / 'requirements'
+LOCK = REQ / 'lock.txt'  # the default stack's lock
+BUILD = REQ / 'build.txt'
 CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
-# The Pythons requirements/lock.txt resolves for (all of it as wheels; checked by pip --dry-run on each).
+# The Pythons the locks resolve for (uv pip compile --universal --python-version 3.11; every
+# package a wheel on each, checked by a setup and the toy demo on each).
 SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13))
 # MMCV=full builds mmcv 2.1.0's sdist, whose setup.py reads its version through exec() into
 # locals(): Python 3.13 no longer updates locals() that way (PEP 667), so the build fails there.
 FULL_PYTHONS = ((3, 11), (3, 12))
-STACK = ('torch', 'torchvision', 'mmengine', 'mmdet', 'mmsegmentation')
-# Besides the stack: what the package, its tools and its tests import. setuptools < 81:
-# mmengine 0.10.7 resolves 'mmdet::' / 'mmseg::' config paths with pkg_resources.
-EXTRAS = ('setuptools', 'timm', 'segmentation-models-pytorch', 'pycocotools', 'pytest', 'pytest-timeout',
-          'pytest-xdist', 'ftfy', 'regex', 'ruff',
-          'onnx', 'onnxruntime', 'onnxscript')  # the last three: tools/export_onnx.py and its tests
-FLAVOURS = {'lite': 'mmcv-lite', 'full': 'mmcv'}
+FLAVOURS = ('lite', 'full')
 STAMP_NAME = '.inline_dense_setup'
+
+
+@dataclasses.dataclass(frozen=True)
+class Stack:
+    """One OpenMMLab stack: its lock, the file it is resolved from, and its mmcv."""
+    name: str
+    lock: Path
+    source: Path
+    mmcv_dist: str          # the distribution in the lock that provides ``mmcv`` (no compiled ops)
+    full: bool              # whether MMCV=full (mmcv compiled from source) is wired for it
+
+
+STACKS = {
+    'openmmlab': Stack('openmmlab', LOCK, REQ / 'openmmlab.in', 'mmcv-lite', full=True),
+    'onedl': Stack('onedl', REQ / 'lock-onedl.txt', REQ / 'onedl.in', 'onedl-mmcv', full=False),
+}
+DEFAULT_STACK = 'openmmlab'
+# onedl-mmcv is an sdist: built without its compiled ops, it needs no compiler (and no torch).
+BUILD_ENV = {'MMCV_WITH_OPS': '0'}
 # What the finished environment must import: stock OpenMMLab entry points and the three ops.
-IMPORT_CHECK = ('import torch, mmcv, mmcv.ops, mmdet, mmseg, inline_dense\n'
+IMPORT_CHECK = ('import torch, mmcv, mmcv.ops, mmdet, mmseg, mmengine, inline_dense\n'
                 'from mmdet.apis import DetInferencer\n'
                 'from mmseg.apis import MMSegInferencer\n'
                 'from mmcv.ops import nms, roi_align, sigmoid_focal_loss\n'
                 'b = torch.tensor([[0., 0., 4., 4.], [1., 1., 5., 5.]])\n'
                 'assert nms(b, torch.tensor([.9, .8]), .3)[1].tolist() == [0]\n'
                 'import mmcv._ext as ext\n'
-                "print('[setup] ok: torch', torch.__version__, '| mmcv', mmcv.__version__,"
-                " '| mmdet', mmdet.__version__, '| mmseg', mmseg.__version__,"
+                "print('[setup] ok: torch', torch.__version__, '| mmengine', mmengine.__version__, '| mmcv',"
+                " mmcv.__version__, '| mmdet', mmdet.__version__, '| mmseg', mmseg.__version__,"
                 " '| mmcv ops:', 'inline_dense stand-in (torchvision)' if getattr(ext, 'IS_STAND_IN', False)"
                 " else 'compiled')\n")
 
@@ -85,16 +115,21 @@ def say(message: str) -> None:
 
 
 # ----------------------------------------------------------------------------- pins
+PIN_LINE = re.compile(r'^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(==\s*([^\s;\\]+))?')
+
+
 def read_pins(path: Path = LOCK) -> Dict[str, str]:
-    """``name==version`` lines of a pin file, by normalised name."""
-    pins = {}
+    """The ``name==version`` entries of a lock (uv's format: hash lines and markers allowed), by
+    normalised name. A name pinned twice under markers (one version per Python) keeps the first."""
+    pins: Dict[str, str] = {}
     for line in path.read_text(encoding='utf-8').splitlines():
         line = line.split('#')[0].strip()
-        if line:
-            name, _, version = line.partition('==')
-            if not version:
-                raise SetupError(f'{path}: "{line}" is not an exact pin (name==version)')
-            pins[normalise(name)] = version.strip()
+        if not line or line.startswith('-'):
+            continue
+        match = PIN_LINE.match(line)
+        if not match or not match.group(3):
+            raise SetupError(f'{path}: "{line}" is not an exact pin (name==version)')
+        pins.setdefault(normalise(match.group(1)), match.group(3))
     return pins
 
 
@@ -102,14 +137,20 @@ def normalise(name: str) -> str:
     return re.sub(r'[-_.]+', '-', name).lower()
 
 
-def requested(flavour: str, pins: Dict[str, str]) -> List[str]:
-    """The exact requirements a setup of this flavour installs (besides this package)."""
-    names = list(STACK) + [FLAVOURS[flavour]] + list(EXTRAS)
-    missing = [n for n in names if normalise(n) not in pins]
-    if missing:
-        raise SetupError(f'requirements/lock.txt pins no version for {", ".join(missing)}',
-                         'add the pins, or regenerate the file: bash tools/setup_env.sh --update-lock')
-    return [f'{n}=={pins[normalise(n)]}' for n in names]
+def lock_without(lock: Path, names: Sequence[str], out: Path) -> Path:
+    """``lock`` less the entries (with their hash lines) of ``names``, written to ``out``."""
+    drop = {normalise(n) for n in names}
+    kept, skipping = [], False
+    for line in lock.read_text(encoding='utf-8').splitlines():
+        match = PIN_LINE.match(line)
+        if match:
+            skipping = normalise(match.group(1)) in drop
+        elif line.strip() and not line.startswith((' ', '\t', '-')):
+            skipping = False
+        if not skipping:
+            kept.append(line)
+    out.write_text('\n'.join(kept) + '\n', encoding='utf-8')
+    return out
 
 
 def digest(*parts: object) -> str:
@@ -142,16 +183,17 @@ def decide(state: State) -> Plan:
     if not state.force and state.stamp == state.env_stamp:
         return Plan('ready', 'the environment was set up from these exact inputs; only an import check runs')
     if state.flavour == 'lite':
-        return Plan('install', 'pinned wheels from the index (pip cache aside, nothing is kept between setups)')
+        return Plan('install', 'the locked wheels by uv (uv cache aside, nothing is kept between setups)')
     if state.mmcv_wheel is not None:
         return Plan('cached-mmcv', f'the compiled mmcv wheel is cached: {state.mmcv_wheel}')
     return Plan('compile-mmcv', 'no compiled mmcv wheel cached for this torch/Python/ops/build tools: compile it')
 
 
-def env_stamp(flavour: str, venv: Path) -> str:
+def env_stamp(flavour: str, venv: Path, stack: Stack = STACKS[DEFAULT_STACK]) -> str:
     """Changes exactly when what the environment should hold changes."""
-    return f'{ROOT} {flavour} ' + digest(LOCK, ROOT / 'requirements' / 'runtime.txt', ROOT / 'setup.py',
-                                         ROOT / 'inline_dense_mmcv_hook.pth', Path(__file__), flavour, str(venv))
+    return f'{ROOT} {stack.name} {flavour} ' + digest(
+        stack.lock, REQ / 'runtime.txt', ROOT / 'setup.py', ROOT / 'inline_dense_mmcv_hook.pth', Path(__file__),
+        flavour, str(venv))
 
 
 def compiled_ops_target(torch_cuda: Optional[str], cuda_available: bool) -> str:
@@ -188,75 +230,107 @@ def store_wheel(wheel: Path, folder: Path) -> Path:
     return final
 
 
-# ----------------------------------------------------------------------------- pip steps
-class Pip:
-    """Runs pip in one interpreter; a failure shows pip's last lines and names its cause."""
+# ----------------------------------------------------------------------------- uv and pip steps
+class Tool:
+    """Runs one command line tool (uv, or pip in an interpreter); a failure shows the tool's last
+    lines and names its cause."""
 
-    def __init__(self, python: Path, logs: Path):
-        self.python, self.logs, self.count = python, logs, 0
+    def __init__(self, argv: Sequence[str], logs: Path):
+        self.argv, self.logs, self.count = list(argv), logs, 0
 
     def __call__(self, what: str, *args: str, env: Optional[dict] = None) -> str:
         self.count += 1
-        proc = subprocess.run([str(self.python), '-m', 'pip', '--disable-pip-version-check', *args],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run([*self.argv, *args], capture_output=True, text=True, env=env)
         if proc.returncode == 0:
             return proc.stdout
         self.logs.mkdir(parents=True, exist_ok=True)
-        log = self.logs / f'pip-step-{self.count}.log'
+        log = self.logs / f'step-{self.count}.log'
         log.write_text(proc.stdout + proc.stderr, encoding='utf-8')
         tail = [line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith('WARNING: Location')]
-        print(f"[setup] last lines of pip's output (all of it: {log}):", file=sys.stderr)
+        print(f"[setup] last lines of the output (all of it: {log}):", file=sys.stderr)
         for line in tail[-25:]:
             print(f'    {line}', file=sys.stderr)
         raise explain_pip_failure(what, proc.stdout + proc.stderr, log)
 
 
+def pip_in(python: Path, logs: Path) -> Tool:
+    return Tool([str(python), '-m', 'pip', '--disable-pip-version-check'], logs)
+
+
 def explain_pip_failure(what: str, output: str, log: Path) -> SetupError:
-    """The cause of a failed pip step, from its output."""
-    if re.search(r'Traceback \(most recent call last\)|subprocess-exited-with-error|metadata-generation-failed',
-                 output):
+    """The cause of a failed uv or pip step, from its output."""
+    if re.search(r'[Hh]ash mismatch|do not match the hashes|Hash of .* does not match', output):
+        return SetupError(f'{what}: a downloaded file does not match the hash in the lock',
+                          'a proxy or mirror may serve other files; if the index changed a release, regenerate '
+                          'the lock: bash tools/setup_env.sh --update-lock')
+    if re.search(r'Traceback \(most recent call last\)|subprocess-exited-with-error|metadata-generation-failed'
+                 r'|Failed to build|Build backend failed', output):
         errors = re.findall(r'^\s*([A-Za-z_.]*(?:Error|Exception):.*)$', output, re.M)
         return SetupError(f'{what}: a Python error in a build step (not a network problem): '
                           f'{errors[-1].strip() if errors else "see the output above"}',
                           'the build tools are pinned in requirements/build.txt; if one of them no longer works '
                           'here, report it with the output above')
-    if re.search(r'ResolutionImpossible|conflicting dependencies', output):
+    if re.search(r'ResolutionImpossible|conflicting dependencies|No solution found', output):
         return SetupError(f'{what}: the pinned versions conflict (see above)',
-                          'an active environment may hold packages that clash with requirements/lock.txt: '
+                          'an active environment may hold packages that clash with the lock: '
                           'try without VIRTUAL_ENV (this script then makes .venv, or $INLINE_DENSE_VENV)')
     if re.search(r'NewConnectionError|Max retries exceeded|Name or service not known|Temporary failure in name '
-                 r'resolution|Connection (refused|reset)|Read timed out|SSLError|ProxyError|Network is unreachable',
-                 output, re.I):
+                 r'resolution|Connection (refused|reset)|Read timed out|SSLError|ProxyError|Network is unreachable'
+                 r'|dns error|error sending request|Failed to fetch', output, re.I):
         return SetupError(f'{what}: the package index could not be reached',
                           'check network access to PyPI (behind a proxy: set HTTPS_PROXY), then run this again')
-    if re.search(r'No matching distribution|Could not find a version', output):
+    if re.search(r'No matching distribution|Could not find a version|not found in the package registry'
+                 r'|no wheels with a matching', output):
         return SetupError(f'{what}: the index has no matching release (see above)',
-                          'a pinned release may be missing for this Python/platform; the pins are in '
-                          'requirements/lock.txt')
+                          'a pinned release may be missing for this Python/platform; the pins are in the lock '
+                          '(requirements/lock*.txt)')
     if 'No space left on device' in output:
         return SetupError(f'{what}: the disk is full', 'free disk space (df -h), then run this again')
-    return SetupError(f'{what} failed (see pip\'s output above)',
+    return SetupError(f'{what} failed (see the output above)',
                       f'run this again; if it fails the same way, report it with {log}')
+
+
+def find_uv(cache: Path) -> Path:
+    """$UV, else the pinned uv in the setup cache, fetched there from the package index (a binary
+    wheel) by the pip of this Python or of the Python it was made from."""
+    if os.environ.get('UV'):
+        return Path(os.environ['UV'])
+    version = read_pins(BUILD)['uv']
+    folder = cache / 'uv' / version
+    exe = folder / 'bin' / 'uv'
+    if exe.is_file() and subprocess.run([str(exe), '--version'], capture_output=True).returncode == 0:
+        return exe
+    partial = cache / 'uv' / f'.partial-{os.getpid()}'
+    shutil.rmtree(partial, ignore_errors=True)
+    errors = []
+    for python in dict.fromkeys([sys.executable, str(Path(sys.base_prefix) / 'bin' / 'python3')]):
+        proc = subprocess.run([python, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', '--no-deps',
+                               '--only-binary', ':all:', '--target', str(partial), f'uv=={version}'],
+                              capture_output=True, text=True)
+        if proc.returncode == 0 and (partial / 'bin' / 'uv').is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(partial, folder)
+            return exe
+        errors.append((proc.stderr.strip().splitlines() or ['no uv binary in the wheel'])[-1])
+    raise SetupError(f'uv {version} could not be had from the package index ({errors[-1]}); this setup needs uv',
+                     'check network access to PyPI, or install uv yourself and point UV at it: '
+                     'UV=/path/to/uv bash tools/setup_env.sh')
 
 
 def run_python(python: Path, code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), '-c', code, *args], capture_output=True, text=True)
 
 
-def installed_version(python: Path, dist: str) -> Optional[str]:
-    proc = run_python(python, 'import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\n'
-                      'except m.PackageNotFoundError: pass', dist)
-    return proc.stdout.strip() or None
-
-
 def torch_facts(python: Path) -> Optional[dict]:
+    import json
     proc = run_python(python, 'import json, torch; print(json.dumps({"version": torch.__version__.split("+")[0], '
                       '"cuda": torch.version.cuda, "available": torch.cuda.is_available()}))')
     return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
 # ----------------------------------------------------------------------------- the compiled mmcv
-def build_mmcv(pip: Pip, python: Path, version: str, ops: str, work: Path, logs: Path, compile_ops: bool) -> Path:
+def build_mmcv(pip: Tool, python: Path, version: str, ops: str, work: Path, logs: Path, compile_ops: bool) -> Path:
     """mmcv ``version`` built from its sdist with the pinned build tools; returns the wheel.
 
     With ``compile_ops`` false only the Python part builds (the first-time rehearsal)."""
@@ -321,6 +395,7 @@ class Context:
     flavour: str
     pins: Dict[str, str]
     cache: Path
+    stack: Stack = STACKS[DEFAULT_STACK]
 
     @property
     def python(self) -> Path:
@@ -330,6 +405,10 @@ class Context:
     def stamp_file(self) -> Path:
         return self.venv / STAMP_NAME
 
+    @property
+    def mmcv_version(self) -> str:
+        return self.pins[normalise(self.stack.mmcv_dist)]
+
 
 def chosen_venv() -> Path:
     """$INLINE_DENSE_VENV, else the active environment, else .venv in this checkout."""
@@ -338,21 +417,34 @@ def chosen_venv() -> Path:
 
 
 def owned_by_setup(venv: Path) -> bool:
-    """Environments this setup makes and may ask to delete (not a user's active one)."""
+    """Environments this setup makes, syncs and may ask to delete (not a user's active one)."""
     named = os.environ.get('INLINE_DENSE_VENV')
     return venv == ROOT / '.venv' or bool(named and venv == Path(named).absolute())
 
 
-def check_python(version: Tuple[int, int], flavour: str = 'lite') -> None:
+def chosen_stack() -> Stack:
+    name = os.environ.get('STACK', DEFAULT_STACK)
+    if name not in STACKS:
+        raise SetupError(f'STACK={name} is not a stack', f'use STACK={" or STACK=".join(STACKS)} '
+                         f'(default {DEFAULT_STACK}; docs/installation.md says which to choose)')
+    return STACKS[name]
+
+
+def check_python(version: Tuple[int, int], flavour: str = 'lite', stack: Stack = STACKS[DEFAULT_STACK]) -> None:
     """Refuses a Python that the lock holds no wheels for, or that cannot build mmcv 2.1.0
-    (``flavour`` 'full'), before pip fails on it."""
+    (``flavour`` 'full'), before uv fails on it."""
     if version not in SUPPORTED_PYTHONS:
         names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS)
         newest = '%d.%d' % SUPPORTED_PYTHONS[-1]
         raise SetupError(f'Python {version[0]}.{version[1]} is not supported by the pinned setup: '
-                         f'requirements/lock.txt is resolved for Python {names}',
+                         f'{stack.lock.relative_to(ROOT)} is resolved for Python {names}',
                          f'use one of those: PYTHON=python{newest} bash tools/setup_env.sh (with an existing '
                          '.venv on another Python, also set INLINE_DENSE_VENV to a new folder, or delete .venv)')
+    if flavour == 'full' and not stack.full:
+        raise SetupError(f'MMCV=full is not available with STACK={stack.name}: its mmcv is installed without '
+                         'compiled ops, served by the stand-in',
+                         'use the default MMCV=lite here, or the compiled mmcv 2.1.0 on the other stack: '
+                         'STACK=openmmlab MMCV=full bash tools/setup_env.sh')
     if flavour == 'full' and version not in FULL_PYTHONS:
         names = ' or '.join('%d.%d' % v for v in FULL_PYTHONS)
         raise SetupError(f"MMCV=full does not build on Python {version[0]}.{version[1]}: mmcv 2.1.0's setup.py reads "
@@ -363,14 +455,15 @@ def check_python(version: Tuple[int, int], flavour: str = 'lite') -> None:
                          f'MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
 
 
-def make_context(flavour: str) -> Context:
-    return Context(venv=chosen_venv(), flavour=flavour, pins=read_pins(), cache=cache_dir())
+def make_context(flavour: str, stack: Stack = STACKS[DEFAULT_STACK]) -> Context:
+    return Context(venv=chosen_venv(), flavour=flavour, pins=read_pins(stack.lock) if stack.lock.is_file() else {},
+                   cache=cache_dir(), stack=stack)
 
 
 def observe(ctx: Context) -> State:
     """The state :func:`decide` acts on, read from this machine."""
     stamp = ctx.stamp_file.read_text(encoding='utf-8').strip() if ctx.stamp_file.is_file() else None
-    state = State(flavour=ctx.flavour, stamp=stamp, env_stamp=env_stamp(ctx.flavour, ctx.venv),
+    state = State(flavour=ctx.flavour, stamp=stamp, env_stamp=env_stamp(ctx.flavour, ctx.venv, ctx.stack),
                   force=os.environ.get('SETUP_FORCE') == '1')
     if ctx.flavour == 'full':
         state.mmcv_wheel = cached_wheel(ctx.cache / 'wheels' / mmcv_key_for(ctx)[0])
@@ -382,23 +475,26 @@ def mmcv_key_for(ctx: Context) -> Tuple[str, str]:
     facts = torch_facts(ctx.python) if ctx.python.exists() else None
     torch_version = facts['version'] if facts else ctx.pins['torch']
     ops = compiled_ops_target(facts['cuda'] if facts else None, bool(facts and facts['available']))
-    return mmcv_wheel_key(ctx.pins['mmcv'], torch_version, '%d.%d' % sys.version_info[:2], ops), ops
+    return mmcv_wheel_key(ctx.mmcv_version, torch_version, '%d.%d' % sys.version_info[:2], ops), ops
+
+
+def uv_env() -> dict:
+    return dict(os.environ, **BUILD_ENV)
 
 
 def setup(ctx: Context) -> None:
     t0 = time.time()
+    uv = Tool([str(find_uv(ctx.cache))], ctx.cache / 'logs')
     if not ctx.python.exists():
         say(f'creating virtual environment {ctx.venv} (Python {sys.version.split()[0]})')
-        proc = subprocess.run([sys.executable, '-m', 'venv', str(ctx.venv)], capture_output=True, text=True)
-        if proc.returncode:
-            raise SetupError(f'could not create a virtual environment with {sys.executable}: {proc.stderr.strip()}',
-                             'Debian/Ubuntu: apt-get install -y python3-venv, then run this again')
+        uv(f'creating the virtual environment {ctx.venv}', 'venv', '-q', '--python', sys.executable, str(ctx.venv))
     state = observe(ctx)
     plan = decide(state)
     if plan.action == 'ready':
         proc = run_python(ctx.python, IMPORT_CHECK)
         if proc.returncode == 0:
-            say(f'already set up in {ctx.venv} ({ctx.flavour}); nothing to do in {time.time() - t0:.0f} s')
+            say(f'already set up in {ctx.venv} ({ctx.stack.name}, {ctx.flavour}); nothing to do in '
+                f'{time.time() - t0:.0f} s')
             return
         say('set up before, but the import check fails now: installing again')
         plan = decide(dataclasses.replace(state, force=True))
@@ -407,40 +503,37 @@ def setup(ctx: Context) -> None:
     if free < 3:
         raise SetupError(f'only {free:.1f} GiB free on the disk holding {ctx.venv}',
                          'a first install needs about 7 GiB (torch is a CUDA build): free some space, run again')
-    pip = Pip(ctx.python, ctx.cache / 'logs')
-    pip_pin = read_pins(BUILD)['pip']
-    if installed_version(ctx.python, 'pip') != pip_pin:
-        pip(f'installing pip {pip_pin}', 'install', '-q', f'pip=={pip_pin}')
     work = tempfile.TemporaryDirectory(prefix='inline_dense-setup-')
-    constraints = constraints_for(ctx, Path(work.name))
-    other = {'lite': 'mmcv', 'full': 'mmcv-lite'}[ctx.flavour]
-    if installed_version(ctx.python, other):
-        # Both distributions own the 'mmcv' folder: the one leaving must go first.
-        say(f'removing {other} (switching to MMCV={ctx.flavour})')
-        pip(f'uninstalling {other}', 'uninstall', '-y', '-q', other)
-    reqs = requested(ctx.flavour, ctx.pins)
+    lock = ctx.stack.lock
     if ctx.flavour == 'full':
-        wheel = install_compiled_mmcv(ctx, pip, plan, constraints)
-        reqs = [wheel if r.startswith('mmcv==') else r for r in reqs]
-    say(f'installing {", ".join(r.split("/")[-1] for r in reqs[:6])} and {len(reqs) - 6} more '
-        '(torch is a CUDA build: ~3 GiB the first time)')
-    pip('installing the pinned stack', 'install', '-q', '-c', str(constraints), '--build-constraint', str(BUILD), *reqs)
-    # Editable, without build isolation: pip refuses --build-constraint there, and the
-    # environment's own (pinned) setuptools builds it.
-    pip(f'installing inline_dense from {ROOT}', 'install', '-q', '--no-deps', '--use-pep517', '--no-build-isolation',
-        '-e', str(ROOT))
+        lock = lock_without(lock, [ctx.stack.mmcv_dist], Path(work.name) / 'lock.txt')
+    target = ['--python', str(ctx.python)]
+    # Environments this setup made hold the lock exactly; a user's own one keeps its other packages.
+    sync = owned_by_setup(ctx.venv)
+    say(f'{"syncing" if sync else "installing into"} {ctx.venv}: the {ctx.stack.name} lock '
+        f'({len(read_pins(lock))} packages, hashes checked; torch is a CUDA build: ~3 GiB the first time)')
+    if sync:
+        uv('installing the locked stack', 'pip', 'sync', '-q', *target, '--require-hashes', str(lock), env=uv_env())
+    else:
+        uv('installing the locked stack', 'pip', 'install', '-q', *target, '--require-hashes', '-r', str(lock),
+           env=uv_env())
+    if ctx.flavour == 'full':
+        wheel = install_compiled_mmcv(ctx, uv, plan)
+        uv('installing the compiled mmcv', 'pip', 'install', '-q', *target, '--no-deps', '--reinstall', wheel)
+    # Editable, without build isolation: the environment's own (locked) setuptools builds it.
+    uv(f'installing inline_dense from {ROOT}', 'pip', 'install', '-q', *target, '--no-deps', '--no-build-isolation',
+       '--reinstall-package', 'inline_dense', '-e', str(ROOT))
     # An editable install skips build outputs, so the .pth the wheel carries is written here.
     proc = run_python(ctx.python, 'import inline_dense_mmcv_hook as h; print(h.install_pth())')
     if proc.returncode:
         raise SetupError(f'could not install inline_dense_mmcv_hook.pth: {proc.stderr.strip()}')
-    check = subprocess.run([str(ctx.python), '-m', 'pip', '--disable-pip-version-check', 'check'],
-                           capture_output=True, text=True)
+    check = subprocess.run([str(uv.argv[0]), 'pip', 'check', *target], capture_output=True, text=True)
     if check.returncode:
         print(check.stdout + check.stderr, file=sys.stderr)
-        if owned_by_setup(ctx.venv):
-            raise SetupError(f'pip reports conflicting requirements in {ctx.venv} (above)',
+        if sync:
+            raise SetupError(f'uv reports conflicting requirements in {ctx.venv} (above)',
                              f'delete {ctx.venv} and run this again')
-        say(f'WARNING: pip reports conflicts in your environment {ctx.venv} (above); the stack may still work')
+        say(f'WARNING: uv reports conflicts in your environment {ctx.venv} (above); the stack may still work')
     proc = run_python(ctx.python, IMPORT_CHECK)
     print(proc.stdout, end='')
     if proc.returncode:
@@ -452,36 +545,15 @@ def setup(ctx: Context) -> None:
     say(f'done in {time.time() - t0:.0f} s; environment: {ctx.venv} (activate: source {ctx.venv}/bin/activate)')
 
 
-def constraints_for(ctx: Context, folder: Path) -> Path:
-    """The lock as pip constraints (a file in ``folder``), keeping a torch that the user installed
-    before (any version)."""
-    pins = dict(ctx.pins)
-    have = installed_version(ctx.python, 'torch')
-    if have and have != pins['torch']:
-        say(f'keeping your torch {have} (the pin is {pins["torch"]}); its own requirements are left to it')
-        for name in ('torch', 'torchvision', *torch_requirements(ctx.python)):
-            pins.pop(name, None)
-        pins['torch'] = have
-    path = folder / 'constraints.txt'
-    path.write_text(''.join(f'{name}=={version}\n' for name, version in pins.items()), encoding='utf-8')
-    return path
-
-
-def torch_requirements(python: Path) -> List[str]:
-    proc = run_python(python, 'import importlib.metadata as m; print("\\n".join(m.requires("torch") or []))')
-    return [normalise(re.split(r'[\s;<>=!~\[(]', line, maxsplit=1)[0]) for line in proc.stdout.splitlines() if line]
-
-
-def install_compiled_mmcv(ctx: Context, pip: Pip, plan: Plan, constraints: Path) -> str:
-    """Torch first (the build compiles against it), then the compiled wheel, cached by key."""
-    pip('installing torch', 'install', '-q', '-c', str(constraints), f'torch=={ctx.pins["torch"]}',
-        f'torchvision=={ctx.pins["torchvision"]}')
+def install_compiled_mmcv(ctx: Context, uv: Tool, plan: Plan) -> str:
+    """The compiled mmcv wheel for the environment's torch (installed by then), cached by key."""
     key, ops = mmcv_key_for(ctx)
     folder = ctx.cache / 'wheels' / key
     wheel = cached_wheel(folder)
     if wheel is None:
         with tempfile.TemporaryDirectory(prefix='inline_dense-mmcv-') as work:
-            built = build_mmcv(pip, ctx.python, ctx.pins['mmcv'], ops, Path(work), ctx.cache / 'logs',
+            pip = pip_for_build(uv, ctx.python, Path(work))
+            built = build_mmcv(pip, ctx.python, ctx.mmcv_version, ops, Path(work), ctx.cache / 'logs',
                                compile_ops=True)
             wheel = store_wheel(built, folder)
         say(f'cached {wheel}')
@@ -490,75 +562,83 @@ def install_compiled_mmcv(ctx: Context, pip: Pip, plan: Plan, constraints: Path)
     return str(wheel)
 
 
+def pip_for_build(uv: Tool, python: Path, work: Path) -> Tool:
+    """The pinned pip (requirements/build.txt) for mmcv's source build, in a folder of its own:
+    the environment itself holds the lock only."""
+    folder = work / 'pip'
+    uv('installing the pinned pip for the mmcv build', 'pip', 'install', '-q', '--python', str(python),
+       '--target', str(folder), f'pip=={read_pins(BUILD)["pip"]}')
+    return Tool([str(python), '-c', f'import sys; sys.path.insert(0, {str(folder)!r}); from pip._internal.cli.main '
+                 'import main; sys.exit(main())', '--disable-pip-version-check'], python.parent.parent / '.logs')
+
+
 # ------------------------------------------------------------------------ --plan, --check-first-time, --update-lock
 def print_plan(ctx: Context) -> None:
     state = observe(ctx)
     plan = decide(state)
-    lines = {'plan': plan.action, 'why': plan.reason, 'mmcv': f'{ctx.flavour} ({FLAVOURS[ctx.flavour]})',
-             'environment': str(ctx.venv), 'python': sys.version.split()[0], 'lock': str(LOCK)}
+    mmcv = ctx.stack.mmcv_dist if ctx.flavour == 'lite' else 'mmcv'
+    lines = {'plan': plan.action, 'why': plan.reason, 'stack': ctx.stack.name, 'mmcv': f'{ctx.flavour} ({mmcv})',
+             'environment': str(ctx.venv), 'python': sys.version.split()[0], 'lock': str(ctx.stack.lock)}
     if ctx.flavour == 'full':
         lines['mmcv-wheels'] = str(ctx.cache / 'wheels' / mmcv_key_for(ctx)[0])
     print(''.join(f'{k}: {v}\n' for k, v in lines.items()), end='')
 
 
-def resolve(python: Path, pip: Pip, reqs: Sequence[str], constraints: Optional[Path], report: Path) -> List[dict]:
-    """What a first setup would install (pip --dry-run from an empty environment)."""
-    args = ['install', '-q', '--dry-run', '--ignore-installed', '--report', str(report),
-            '--build-constraint', str(BUILD)]
-    if constraints:
-        args += ['-c', str(constraints)]
-    pip('resolving the pinned stack', *args, *reqs)
-    return json.loads(report.read_text())['install']
+def lock_header(stack: Stack) -> str:
+    names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS)
+    return (f'# The {stack.name} stack\'s lock: every package the setup installs (STACK={stack.name} bash '
+            f'tools/setup_env.sh),\n# one exact version each (one per Python where marked), with hashes. '
+            f'Resolved by uv from\n# requirements/{stack.source.name} for Python {names} on every platform '
+            '(--universal); not 3.9/3.10: numpy\n# 2.4 has no release for them. Add a pin to the .in file, '
+            f'then regenerate: STACK={stack.name} bash tools/setup_env.sh --update-lock\n')
 
 
-def rehearse(ctx: Context, update_lock: bool) -> None:
-    """--check-first-time and --update-lock: a throw-away venv with an empty pip cache."""
+def compile_args(stack: Stack, out: Path) -> List[str]:
+    low = '%d.%d' % SUPPORTED_PYTHONS[0]
+    return ['pip', 'compile', '-q', str(stack.source), '--universal', '--python-version', low, '--generate-hashes',
+            '--no-annotate', '--no-header', '-o', str(out)]
+
+
+def update_lock(ctx: Context, uv: Tool) -> None:
+    """Re-resolves the stack's lock from its .in file with uv's resolver. The versions locked now
+    are kept where the .in file still admits them (a new line adds its package and what it
+    needs); LOCK_UPGRADE=1 takes the newest allowed versions of everything."""
+    with tempfile.TemporaryDirectory(prefix='inline_dense-lock-') as tmp:
+        out = Path(tmp) / 'lock.txt'
+        if ctx.stack.lock.is_file():
+            shutil.copy(ctx.stack.lock, out)  # uv prefers the versions of the output file it replaces
+        upgrade = ['--upgrade'] if os.environ.get('LOCK_UPGRADE') == '1' else []
+        uv(f'resolving {ctx.stack.source.relative_to(ROOT)}', *compile_args(ctx.stack, out), *upgrade, env=uv_env())
+        ctx.stack.lock.write_text(lock_header(ctx.stack) + out.read_text(encoding='utf-8'), encoding='utf-8')
+    say(f'wrote {len(read_pins(ctx.stack.lock))} pins to {ctx.stack.lock}')
+
+
+def rehearse(ctx: Context) -> None:
+    """--check-first-time: a throw-away environment with an empty uv cache resolves the lock
+    (and, MMCV=full, prepares and builds mmcv's Python part with the pinned build tools)."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='inline_dense-check-') as tmp:
         work = Path(tmp)
-        os.environ.update(PIP_CACHE_DIR=str(work / 'pip-cache'), PIP_NO_INPUT='1')
-        say(f'throw-away environment in {work} (empty pip cache)')
-        subprocess.run([sys.executable, '-m', 'venv', str(work / 'venv')], check=True)
+        uv = Tool([str(find_uv(ctx.cache))], work / 'logs')
+        os.environ.update(UV_CACHE_DIR=str(work / 'uv-cache'))
+        say(f'throw-away environment in {work} (empty uv cache)')
+        uv('creating a throw-away environment', 'venv', '-q', '--python', sys.executable, str(work / 'venv'))
         python = work / 'venv' / 'bin' / 'python'
-        pip = Pip(python, work / 'logs')
-        pip('installing the pinned pip', 'install', '-q', f'pip=={read_pins(BUILD)["pip"]}')
-        reqs = requested(ctx.flavour, ctx.pins)
-        if update_lock:
-            # The stack keeps its versions; what they need, and the extras, are resolved anew.
-            fresh = [r if normalise(r.split('==')[0]) in (*STACK, 'mmcv-lite') else r.split('==')[0]
-                     for r in requested('lite', ctx.pins)]
-            got = resolve(python, pip, [r if r != 'setuptools' else 'setuptools<81' for r in fresh], None,
-                          work / 'report.json')
-            write_lock(got, ctx.pins['mmcv'])
-            return
         step = 1
+        lock = ctx.stack.lock
         if ctx.flavour == 'full':
-            say(f'{step}. fetch the mmcv {ctx.pins["mmcv"]} sdist, prepare and build it with the pinned build tools '
+            say(f'{step}. fetch the mmcv {ctx.mmcv_version} sdist, prepare and build it with the pinned build tools '
                 '(no torch here: nothing compiles)')
-            wheel = build_mmcv(pip, python, ctx.pins['mmcv'], 'cpu', work / 'mmcv', work / 'logs', compile_ops=False)
-            reqs = [str(wheel) if r.startswith('mmcv==') else r for r in reqs]
+            build_mmcv(pip_for_build(uv, python, work), python, ctx.mmcv_version, 'cpu', work / 'mmcv', work / 'logs',
+                       compile_ops=False)
+            lock = lock_without(lock, [ctx.stack.mmcv_dist], work / 'lock.txt')
             step += 1
-        say(f'{step}. resolve every pin for Python {sys.version_info[0]}.{sys.version_info[1]} against the index '
-            '(pip --dry-run)')
-        constraints = constraints_for(Context(work / 'venv', ctx.flavour, ctx.pins, ctx.cache), work)
-        got = resolve(python, pip, reqs, constraints, work / 'report.json')
-        bad = [f"{normalise(i['metadata']['name'])} {i['metadata']['version']} "
-               f"(lock: {ctx.pins.get(normalise(i['metadata']['name']), 'not pinned')})"
-               for i in got if ctx.pins.get(normalise(i['metadata']['name'])) != i['metadata']['version']
-               and not str(i.get('download_info', {}).get('url', '')).startswith('file:')]
-        if bad:
-            raise SetupError('the resolved stack and the lock file disagree: ' + '; '.join(bad),
-                             'update the lock: bash tools/setup_env.sh --update-lock')
-        say(f'   {len(got)} packages resolve, all as locked')
-    say(f'first-time check ({ctx.flavour}) passed in {time.time() - t0:.0f} s')
-
-
-def write_lock(resolved: List[dict], mmcv_version: str) -> None:
-    pins = {normalise(i['metadata']['name']): i['metadata']['version'] for i in resolved}
-    pins['mmcv'] = mmcv_version
-    head = [line for line in LOCK.read_text(encoding='utf-8').splitlines() if line.startswith('#')]
-    LOCK.write_text('\n'.join(head + [f'{n}=={v}' for n, v in sorted(pins.items())]) + '\n', encoding='utf-8')
-    say(f'wrote {len(pins)} pins to {LOCK}')
+        say(f'{step}. resolve every pin of {ctx.stack.lock.name} for Python {sys.version_info[0]}.'
+            f'{sys.version_info[1]} against the index (uv pip install --dry-run, hashes required)')
+        out = uv('resolving the lock', 'pip', 'install', '--dry-run', '--python', str(python), '--require-hashes',
+                 '-r', str(lock), env=uv_env())
+        say(f'   {len(read_pins(lock))} pins resolve as locked{": " + out.strip() if out.strip() else ""}')
+    say(f'first-time check ({ctx.stack.name}, {ctx.flavour}) passed in {time.time() - t0:.0f} s')
 
 
 def main(argv: Sequence[str]) -> int:
@@ -575,13 +655,16 @@ def main(argv: Sequence[str]) -> int:
         if flavour not in FLAVOURS:
             raise SetupError(f'MMCV={flavour} is not a flavour', 'use MMCV=lite (default, no compiler) or MMCV=full '
                              '(mmcv compiled with all its ops)')
-        check_python(sys.version_info[:2], flavour)
-        ctx = make_context(flavour)
+        stack = chosen_stack()
+        check_python(sys.version_info[:2], flavour, stack)
+        ctx = make_context(flavour, stack)
         mode = modes[arg]
         if mode == 'plan':
             print_plan(ctx)
-        elif mode in ('check', 'lock'):
-            rehearse(ctx, update_lock=mode == 'lock')
+        elif mode == 'check':
+            rehearse(ctx)
+        elif mode == 'lock':
+            update_lock(ctx, Tool([str(find_uv(ctx.cache))], ctx.cache / 'logs'))
         else:
             setup(ctx)
     except SetupError as exc:
