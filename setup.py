@@ -5,8 +5,12 @@ requirements/runtime.txt): the backbones and the checkpoint loading. The extras 
 ``[mm]`` the OpenMMLab adapter's stack (mmengine, mmdet, mmsegmentation, pycocotools;
 requirements/mm.txt) without mmcv, ``[lite]`` / ``[full]`` the same with mmcv-lite / a compiled
 mmcv 2.1.0 (requiring plain ``mmcv`` would make pip compile it even when mmcv-lite is installed),
-``[timm]``, ``[smp]``. The full development environment (pinned) is made by
-``bash tools/setup_env.sh``.
+``[onedl]`` the maintained successors of that stack (onedl-mmengine, onedl-mmcv, onedl-mmdetection,
+onedl-mmsegmentation: the same import names; a user who has them keeps them, as pip sees them
+satisfied; onedl-mmcv is an sdist: ``MMCV_WITH_OPS=0 pip install "inline_dense[onedl]"`` builds it
+without a compiler, and its ops come from inline_dense's stand-in), ``[timm]``, ``[smp]``. The
+full development environment (pinned) is made by ``bash tools/setup_env.sh`` (``STACK=onedl`` for
+the maintained stack).
 """
 import os
 
@@ -25,6 +29,11 @@ def read_requirements(name):
 
 PTH = 'inline_dense_mmcv_hook.pth'
 MM = read_requirements('mm.txt')
+# The onedl stack by its own distribution names (``mmdet>=3.3`` would make pip install mmdet 3.3.0
+# over onedl-mmdetection: both provide the ``mmdet`` package). Ranges: the releases requirements/
+# lock-onedl.txt pins, up to the next minor release.
+ONEDL = ['onedl-mmengine>=0.10.12,<0.11', 'onedl-mmcv>=2.3.6,<2.4', 'onedl-mmdetection>=3.5.1,<3.6',
+         'onedl-mmsegmentation>=1.4.2,<1.5', 'imaug>=0.4', 'pycocotools>=2.0.8']
 
 
 class BuildPyWithPth(build_py):
@@ -57,6 +66,7 @@ setup(
         'mm': MM,                                 # inline_dense.openmmlab; mmcv from [lite] or [full]
         'lite': MM + ['mmcv-lite==2.1.0'],       # no compiler needed: ops served by inline_dense.ops
         'full': MM + ['mmcv==2.1.0'],            # compiled ops (DCN, CARAFE, ...): pip compiles it
+        'onedl': ONEDL,                           # the maintained stack; the distributions are named, not mmdet
         'timm': ['timm>=1.0'],
         'smp': ['segmentation-models-pytorch>=0.6,<0.7', 'timm>=1.0'],  # smp 0.6 needs Python >= 3.10
         'tests': ['pytest>=7', 'pytest-timeout>=2', 'pytest-xdist>=3'],

@@ -1,7 +1,10 @@
 """What the test processes keep instead of recomputing inside mmengine, installed by conftest.py.
 
 Each cache answers with what mmengine itself would (tests/test_mmengine_caches.py compares them),
-keeps the original as ``__wrapped__``, and changes only how often the work is done:
+keeps the original as ``__wrapped__``, and changes only how often the work is done. Each is
+installed only where the mmengine at hand has the name it replaces (:data:`INSTALLED` says which
+were): another mmengine (e.g. onedl-mmengine, which imports yapf's ``FormatCode`` inside
+``Config.pretty_text``) runs the suite uncached there, never patched by guess:
 
 * :func:`metainfo_once`: the metafiles that say which file a ``mmdet::`` / ``mmseg::`` config name
   means. mmengine parses every metafile of the package (about 100 YAML files) for each such name of
@@ -19,11 +22,20 @@ keeps the original as ``__wrapped__``, and changes only how often the work is do
 import copy
 import functools
 import gc
+from types import ModuleType
 from typing import Any, Callable, Dict
 
+INSTALLED: Dict[str, bool] = {}  # cache name -> whether this mmengine has what it replaces
 
-def metainfo_once() -> None:
+
+def _has(module: ModuleType, *names: str) -> bool:
+    return all(hasattr(module, name) for name in names)
+
+
+def metainfo_once() -> bool:
     import mmengine.config.utils as config_utils
+    if not _has(config_utils, 'load', '_get_cfg_metainfo'):
+        return False
     read = config_utils.load
     parsed: Dict[str, Any] = {}
 
@@ -42,10 +54,13 @@ def metainfo_once() -> None:
         return copy.deepcopy(lookup(package_path, cfg_path))  # the one dict that leaves mmengine's lookup
     config_utils.load = load
     config_utils._get_cfg_metainfo = copied
+    return True
 
 
-def format_configs_once() -> None:
+def format_configs_once() -> bool:
     import mmengine.config.config as config_module
+    if not callable(getattr(config_module, 'FormatCode', None)):
+        return False
     format_code: Callable[..., Any] = config_module.FormatCode
     formatted: Dict[str, Any] = {}
 
@@ -56,6 +71,7 @@ def format_configs_once() -> None:
             formatted[key] = format_code(text, **kwargs)
         return formatted[key]
     config_module.FormatCode = cached
+    return True
 
 
 class YoungGenerations:
@@ -69,12 +85,15 @@ class YoungGenerations:
         return gc.collect(min(generation, 1))
 
 
-def collect_young_after_packing_datasets() -> None:
+def collect_young_after_packing_datasets() -> bool:
     import mmengine.dataset.base_dataset as base_dataset
+    if getattr(base_dataset, 'gc', None) is not gc:
+        return False
     base_dataset.gc = YoungGenerations
+    return True
 
 
-def install() -> None:
-    metainfo_once()
-    format_configs_once()
-    collect_young_after_packing_datasets()
+def install() -> Dict[str, bool]:
+    INSTALLED.update(metainfo=metainfo_once(), format=format_configs_once(),
+                     gc=collect_young_after_packing_datasets())
+    return INSTALLED

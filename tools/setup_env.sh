@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command, idempotent setup: bash tools/setup_env.sh [--plan|--check-first-time|--update-lock|--help]
-# This entry only finds a Python (3.11-3.13) and hands over to tools/setup_env.py, which holds the
-# setup, its one decision (also printed by --plan) and its documentation (--help).
+# This entry only finds a Python (3.11-3.13) and hands over to tools/setup_env.py, which fetches uv
+# (pinned, from the package index), lets it create the environment and install the lock of
+# STACK=openmmlab (default) or STACK=onedl, and holds the one decision (--plan) and the docs (--help).
 # The environment: $INLINE_DENSE_VENV when set, else the active virtual environment, else .venv.
 # The interpreter: that environment's when it exists, else $PYTHON (default python3), which then
 # creates it.

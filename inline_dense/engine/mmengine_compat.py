@@ -4,8 +4,8 @@ mmengine has no public way to replace how ``CheckpointHook`` writes a file, to r
 randomness settings a Runner was built with, or to change what it resumes from. The hooks here
 use ``CheckpointHook._save_checkpoint_with_step``, ``Runner._randomness_cfg``,
 ``Runner._load_from`` and ``Runner._resume``, which exist, with the meaning used here, in
-mmengine 0.10 (0.10.7 is pinned in requirements/lock.txt). On another version the hooks refuse
-to start rather than misbehave silently.
+mmengine 0.10 (0.10.7 is pinned in requirements/lock.txt, onedl-mmengine 0.10.12 in
+lock-onedl.txt). On another version the hooks refuse to start rather than misbehave silently.
 """
 from typing import Any
 
@@ -25,7 +25,7 @@ class UnsupportedMmengine(RuntimeError):
 def _fail(what: str) -> UnsupportedMmengine:
     return UnsupportedMmengine(
         f'inline_dense.engine relies on private parts of mmengine 0.10 ({", ".join(HOOK_PRIVATES + RUNNER_PRIVATES)}); '
-        f'{what}. Install mmengine=={PINNED} (pip install -r requirements/lock.txt), or remove '
+        f'{what}. Install mmengine=={PINNED} or onedl-mmengine==0.10.12 (bash tools/setup_env.sh), or remove '
         f'AtomicCheckpointHook / DeterministicResumeHook from the config (default_hooks.checkpoint, custom_hooks) '
         f'to train without atomic checkpoints and exact resumes.')
 

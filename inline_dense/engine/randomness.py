@@ -63,6 +63,14 @@ class ReseedingIterator:
         self.fetched += 1
         return next(self.iterator)
 
+    def skip_iter(self, num_iters: int) -> None:
+        """Skips the next ``num_iters`` batches by fetching them, each after its reseed, as
+        mmengine 0.10.7's resume does; onedl-mmengine's resume calls this. Replaying keeps the
+        resume exact: the data workers start from the seeds of fetch 0 as in the uninterrupted
+        run (advancing the sampler instead would start them from other seeds)."""
+        for _ in range(max(num_iters, 0)):
+            next(self)
+
 
 @HOOKS.register_module()
 class DeterministicResumeHook(Hook):
