@@ -33,22 +33,25 @@ def _stand_in() -> bool:
 stand_in_only = pytest.mark.skipif(not _stand_in(), reason='a test of the mmcv-lite stand-in; compiled mmcv here')
 
 
-def test_mmcv_lite_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
+def test_mmcv_without_ops_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
+    """Whichever distribution provides ``mmcv`` (mmcv-lite, onedl-mmcv built without ops, or a
+    compiled mmcv): the stand-in serves exactly when it ships no compiled ``mmcv._ext``."""
     import importlib.metadata
+    import re
 
     import mmcv
 
     from inline_dense.ops import mmcv_ext, uses_stand_in
-    pins = dict(line.split('#')[0].strip().split('==') for line in (ROOT / 'requirements' / 'lock.txt').open()
-                if '==' in line.split('#')[0])
-    try:
-        importlib.metadata.version('mmcv-lite')
-    except importlib.metadata.PackageNotFoundError:  # MMCV=full: compiled mmcv, used unchanged
-        assert mmcv.__version__ == pins['mmcv'], 'compiled mmcv is not the version the lock pins'
-        assert not uses_stand_in(), f'mmcv._ext is {mmcv_ext()}, but compiled mmcv is installed'
+    dist, = set(importlib.metadata.packages_distributions()['mmcv'])
+    lock = 'lock-onedl.txt' if dist.startswith('onedl') else 'lock.txt'
+    pins = dict(re.findall(r'^([A-Za-z0-9._-]+)==([^\s;\\]+)', (ROOT / 'requirements' / lock).read_text(), re.M))
+    compiled = any(f.name.startswith('_ext') and f.suffix == '.so' for f in importlib.metadata.files(dist) or ())
+    # MMCV=full compiles mmcv of the version the lock pins for mmcv-lite
+    assert mmcv.__version__ == pins.get(dist, pins.get('mmcv-lite')), f'{dist} is not the version {lock} pins'
+    if compiled:
+        assert not uses_stand_in(), f'mmcv._ext is {mmcv_ext()}, but {dist} has compiled ops'
     else:
-        assert mmcv.__version__ == pins['mmcv-lite'], 'mmcv-lite is not the version the lock pins'
-        assert uses_stand_in(), f'mmcv._ext is {mmcv_ext()}: with mmcv-lite it should be the stand-in'
+        assert uses_stand_in(), f'mmcv._ext is {mmcv_ext()}: {dist} has no compiled ops, it should be the stand-in'
 
 
 @pytest.mark.parametrize('device', DEVICES)

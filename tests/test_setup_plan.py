@@ -3,6 +3,7 @@
 ``--plan`` prints the same :func:`decide` the setup acts on, so testing ``decide`` and what
 :func:`observe` feeds it covers both.
 """
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -37,15 +38,17 @@ def test_decide(setup_env):
     assert decide(State('full', stamp='s', env_stamp='s', mmcv_wheel=None)).action == 'ready'
 
 
-def test_the_environment_stamp_follows_the_pins_and_the_flavour(setup_env, inputs, tmp_path):
+def test_the_environment_stamp_follows_the_pins_the_stack_and_the_flavour(setup_env, inputs, tmp_path):
     venv = tmp_path / '.venv'
-    before = setup_env.env_stamp('lite', venv)
-    assert setup_env.env_stamp('lite', venv) == before
-    assert setup_env.env_stamp('full', venv) != before
-    assert setup_env.env_stamp('lite', tmp_path / 'other') != before
+    stack = dataclasses.replace(setup_env.STACKS['openmmlab'], lock=inputs['LOCK'])
+    before = setup_env.env_stamp('lite', venv, stack)
+    assert setup_env.env_stamp('lite', venv, stack) == before
+    assert setup_env.env_stamp('full', venv, stack) != before
+    assert setup_env.env_stamp('lite', tmp_path / 'other', stack) != before
+    assert setup_env.env_stamp('lite', venv, setup_env.STACKS['onedl']) != before
     with open(inputs['LOCK'], 'a') as f:
         f.write('# a changed pin file\n')
-    assert setup_env.env_stamp('lite', venv) != before
+    assert setup_env.env_stamp('lite', venv, stack) != before
 
 
 def test_the_mmcv_wheel_key_follows_what_changes_the_build_only(setup_env, inputs):
@@ -116,23 +119,75 @@ def test_bad_flavour_and_option_say_what_to_do(setup_env, monkeypatch, capsys):
 
 def test_pins(setup_env, tmp_path):
     pins = setup_env.read_pins()
-    for name in ('torch', 'torchvision', 'mmcv', 'mmcv-lite', 'mmengine', 'mmdet', 'mmsegmentation', 'numpy'):
+    for name in ('torch', 'torchvision', 'mmcv-lite', 'mmengine', 'mmdet', 'mmsegmentation', 'numpy', 'setuptools'):
         assert name in pins
-    reqs = setup_env.requested('lite', pins)
-    assert f'mmcv-lite=={pins["mmcv-lite"]}' in reqs and not [r for r in reqs if r.startswith('mmcv==')]
-    assert f'mmcv=={pins["mmcv"]}' in setup_env.requested('full', pins)
-    with pytest.raises(setup_env.SetupError, match='timm'):
-        setup_env.requested('lite', {k: v for k, v in pins.items() if k != 'timm'})
+    onedl = setup_env.read_pins(setup_env.STACKS['onedl'].lock)
+    for name in ('onedl-mmengine', 'onedl-mmcv', 'onedl-mmdetection', 'onedl-mmsegmentation', 'imaug'):
+        assert name in onedl
+    assert not {'mmcv-lite', 'mmdet', 'mmengine'} & set(onedl)  # the frozen distributions would clash
     ranged = tmp_path / 'lock.txt'
     ranged.write_text('numpy>=1.2\n')
     with pytest.raises(setup_env.SetupError, match='not an exact pin'):
         setup_env.read_pins(ranged)
+    marked = tmp_path / 'marked.txt'
+    marked.write_text("scipy==1.17.1 ; python_full_version < '3.12' \\\n    --hash=sha256:ab\n"
+                      "scipy==1.18.1 ; python_full_version >= '3.12' \\\n    --hash=sha256:cd\n")
+    assert setup_env.read_pins(marked) == {'scipy': '1.17.1'}
 
 
-def test_the_runtime_requirements_agree_with_the_pins(setup_env):
-    """setup.py's ranges (requirements/runtime.txt) admit every pinned version."""
+def test_every_locked_package_carries_its_hashes(setup_env):
+    for stack in setup_env.STACKS.values():
+        lines = stack.lock.read_text(encoding='utf-8').splitlines()
+        pins = [i for i, line in enumerate(lines) if setup_env.PIN_LINE.match(line)]
+        assert len(pins) > 50
+        for i in pins:
+            assert lines[i].endswith('\\') and lines[i + 1].strip().startswith('--hash=sha256:'), (stack.name, lines[i])
+
+
+def test_mmcv_full_installs_the_lock_without_mmcv_lite(setup_env, tmp_path):
+    lock = setup_env.lock_without(setup_env.LOCK, ['mmcv-lite'], tmp_path / 'lock.txt')
+    text = lock.read_text()
+    assert 'mmcv-lite' not in text and 'mmdet==' in text
+    assert len(setup_env.read_pins(lock)) == len(setup_env.read_pins()) - 1
+    hashes = sum(line.strip().startswith('--hash') for line in text.splitlines())
+    original = setup_env.LOCK.read_text().splitlines()
+    start = next(i for i, line in enumerate(original) if line.startswith('mmcv-lite=='))
+    own = next(i for i in range(start + 1, len(original)) if not original[i].startswith(' ')) - start - 1
+    assert hashes == sum(line.strip().startswith('--hash') for line in original) - own  # its hash lines left too
+
+
+def test_stack_and_flavour_errors_say_what_to_do(setup_env, monkeypatch, capsys):
+    monkeypatch.setenv('STACK', 'mmlab')
+    assert setup_env.main(['--plan']) == 1
+    assert 'use STACK=openmmlab or STACK=onedl' in capsys.readouterr().err
+    monkeypatch.setenv('STACK', 'onedl')
+    monkeypatch.setenv('MMCV', 'full')
+    assert setup_env.main(['--plan']) == 1
+    assert 'STACK=openmmlab MMCV=full' in capsys.readouterr().err
+    monkeypatch.setenv('MMCV', 'lite')
+    assert setup_env.main(['--plan']) == 0
+    out = dict(line.split(': ', 1) for line in capsys.readouterr().out.splitlines())
+    assert out['stack'] == 'onedl' and out['mmcv'] == 'lite (onedl-mmcv)' and out['lock'].endswith('lock-onedl.txt')
+
+
+def test_uv_comes_from_uv_or_the_index_and_says_so_when_it_cannot(setup_env, tmp_path, monkeypatch):
+    monkeypatch.setenv('UV', '/opt/uv/bin/uv')
+    assert setup_env.find_uv(tmp_path) == Path('/opt/uv/bin/uv')
+    monkeypatch.delenv('UV')
+    monkeypatch.setattr(setup_env.sys, 'executable', str(tmp_path / 'no-python'))
+    monkeypatch.setattr(setup_env.sys, 'base_prefix', str(tmp_path / 'no-prefix'))
+    monkeypatch.setattr(setup_env.subprocess, 'run', lambda argv, **kw: setup_env.subprocess.CompletedProcess(
+        argv, 1, '', 'ERROR: Could not find a version that satisfies the requirement uv'))
+    with pytest.raises(setup_env.SetupError, match=r'uv [\d.]+ could not be had from the package index') as err:
+        setup_env.find_uv(tmp_path)
+    assert any('UV=/path/to/uv' in hint for hint in err.value.hints)
+
+
+@pytest.mark.parametrize('stack', ['openmmlab', 'onedl'])
+def test_the_runtime_requirements_agree_with_the_pins(setup_env, stack):
+    """setup.py's ranges (requirements/runtime.txt) admit every pinned version of both locks."""
     from packaging.requirements import Requirement
-    pins = setup_env.read_pins()
+    pins = setup_env.read_pins(setup_env.STACKS[stack].lock)
     for line in (ROOT / 'requirements' / 'runtime.txt').read_text().splitlines():
         line = line.split('#')[0].strip()
         if line:
@@ -140,10 +195,30 @@ def test_the_runtime_requirements_agree_with_the_pins(setup_env):
             assert req.specifier.contains(pins[setup_env.normalise(req.name)], prereleases=True), line
 
 
+def test_the_onedl_extra_names_the_locked_onedl_releases(setup_env):
+    """``pip install "inline_dense[onedl]"`` asks for the onedl distributions (never mmdet, which pip
+    would install over onedl-mmdetection), in ranges that admit what lock-onedl.txt pins."""
+    import re
+
+    from packaging.requirements import Requirement
+    pins = setup_env.read_pins(setup_env.STACKS['onedl'].lock)
+    text = (ROOT / 'setup.py').read_text(encoding='utf-8')
+    extra = re.search(r"ONEDL = \[(.*?)\]\n", text, re.S).group(1)
+    reqs = [Requirement(r) for r in re.findall(r"'([^']+)'", extra)]
+    assert {r.name for r in reqs} >= {'onedl-mmengine', 'onedl-mmcv', 'onedl-mmdetection', 'onedl-mmsegmentation'}
+    for req in reqs:
+        assert req.specifier.contains(pins[setup_env.normalise(req.name)]), req
+
+
 @pytest.mark.parametrize('output, cause', [
     ('Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named pkg_resources\n',
      'a Python error in a build step (not a network problem): ModuleNotFoundError: No module named pkg_resources'),
     ('ERROR: ResolutionImpossible: ...', 'the pinned versions conflict'),
+    ('  x No solution found when resolving dependencies:', 'the pinned versions conflict'),
+    ('error: Failed to fetch: `https://pypi.org/simple/torch/`\n  Caused by: dns error', 'could not be reached'),
+    ('error: Hash mismatch for `torch==2.14.1`', 'does not match the hash in the lock'),
+    ('error: Failed to build `onedl-mmcv==2.3.6`\n  ModuleNotFoundError: No module named torch',
+     'a Python error in a build step (not a network problem): ModuleNotFoundError: No module named torch'),
     ('Max retries exceeded with url: /simple/torch/', 'the package index could not be reached'),
     ('ERROR: No matching distribution found for torch==9.9', 'the index has no matching release'),
     ('OSError: [Errno 28] No space left on device', 'the disk is full'),

@@ -55,17 +55,24 @@ def test_the_help_the_shell_entry_and_the_lock_name_the_supported_pythons(setup_
     help_text = capsys.readouterr().out
     assert '3.11, 3.12 or 3.13' in help_text and 'INLINE_DENSE_VENV' in help_text
     shell = (ROOT / 'tools' / 'setup_env.sh').read_text(encoding='utf-8')
-    lock_head = ' '.join(line.lstrip('# ') for line in setup_env.LOCK.read_text(encoding='utf-8').splitlines()
-                         if line.startswith('#'))
     first, last = supported_names(setup_env)[0], supported_names(setup_env)[-1]
     assert f'Python {first}-{last}' in shell and f'python{last}' in shell
-    assert f'Python {", ".join(supported_names(setup_env)[:-1])} and {last}' in lock_head
+    for stack in setup_env.STACKS.values():
+        lock_head = ' '.join(line.lstrip('# ') for line in stack.lock.read_text(encoding='utf-8').splitlines()
+                             if line.startswith('#'))
+        assert f'Python {", ".join(supported_names(setup_env)[:-1])} and {last}' in lock_head, stack.name
+    # ... and the locks are resolved from the oldest of them up (uv pip compile --universal)
+    args = setup_env.compile_args(setup_env.STACKS['onedl'], Path('out.txt'))
+    assert args[args.index('--python-version') + 1] == first and '--universal' in args
 
 
-def test_the_development_setup_pins_timm_smp_and_ruff(setup_env):
-    reqs = setup_env.requested('lite', setup_env.read_pins())
-    for pin in ('timm==1.0.31', 'segmentation-models-pytorch==0.6.0', 'ruff==0.17.6'):
-        assert pin in reqs
+def test_both_locks_pin_the_development_and_test_packages(setup_env):
+    for stack in setup_env.STACKS.values():
+        pins = setup_env.read_pins(stack.lock)
+        for name in ('timm', 'segmentation-models-pytorch', 'ruff', 'mypy', 'pytest', 'pip', 'torch'):
+            assert name in pins, (stack.name, name)
+        assert pins['transformers'].startswith('5.'), stack.name  # a test-only package, 5.x
+        assert pins['torch'] == setup_env.read_pins(setup_env.LOCK)['torch']  # one torch for both stacks
 
 
 def test_inline_dense_venv_wins_over_the_active_environment(setup_env, tmp_path, monkeypatch):

@@ -585,7 +585,7 @@ def print_plan(ctx: Context) -> None:
 
 
 def lock_header(stack: Stack) -> str:
-    names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS)
+    names = ', '.join('%d.%d' % v for v in SUPPORTED_PYTHONS[:-1]) + ' and %d.%d' % SUPPORTED_PYTHONS[-1]
     return (f'# The {stack.name} stack\'s lock: every package the setup installs (STACK={stack.name} bash '
             f'tools/setup_env.sh),\n# one exact version each (one per Python where marked), with hashes. '
             f'Resolved by uv from\n# requirements/{stack.source.name} for Python {names} on every platform '

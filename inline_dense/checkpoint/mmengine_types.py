@@ -74,11 +74,16 @@ def mmengine_safe_globals() -> List[Any]:
     mmengine's ``HistoryBuffer`` only once mmengine is imported (by the OpenMMLab adapter, a
     runner): the torch-only core neither needs nor imports it, and a file that holds one then reads
     it as inert data (``safe_unpickle``); the weights and the numpy types load either way."""
-    dtype_classes = sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)
+    # Every entry as (object, its pickle name): onedl-mmengine loads inside
+    # ``torch.serialization.safe_globals([HistoryBuffer, Float64DType, ...])``, whose exit removes
+    # those bare entries from torch's allow-list; named entries are other members and stay.
+    dtype_classes = [(cls, f'{cls.__module__}.{cls.__qualname__}')
+                     for cls in sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)]
     mmengine_entries: List[Any] = []
     if 'mmengine' in sys.modules:
         from mmengine.logging import HistoryBuffer
-        mmengine_entries = [HistoryBuffer, (history_buffer_statistic, 'builtins.getattr')]
+        mmengine_entries = [(HistoryBuffer, f'{HistoryBuffer.__module__}.{HistoryBuffer.__qualname__}'),
+                            (history_buffer_statistic, 'builtins.getattr')]
     return [
         *mmengine_entries,
         (np.ndarray, 'numpy.ndarray'),

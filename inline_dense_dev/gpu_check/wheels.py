@@ -97,16 +97,18 @@ class Wheel:
 
 
 def read_lock(path: Path = LOCK_FILE) -> Dict[str, str]:
-    """``name==version`` lines of the lock file -> {normalised name: version}."""
-    pins = {}
+    """``name==version`` lines of the lock file -> {normalised name: version}. uv's format:
+    ``--hash`` continuation lines are skipped, a line's ``\\`` and markers dropped (a name locked
+    once per Python keeps its first version)."""
+    pins: Dict[str, str] = {}
     for line in Path(path).read_text(encoding='utf-8').splitlines():
-        line = line.split('#')[0].strip()
-        if line:
+        line = line.split('#')[0].split(';')[0].rstrip(' \\').strip()
+        if line and not line.startswith('-'):
             name, sep, version = line.partition('==')
             if not sep:
                 raise WheelFolderError(f'{path}: {line!r} is not name==version; regenerate the lock with '
                                        f'`bash tools/setup_env.sh --update-lock`.')
-            pins[canonicalize_name(name)] = version.strip()
+            pins.setdefault(canonicalize_name(name), version.strip())
     return pins
 
 
