@@ -13,7 +13,9 @@ trap 'rm -rf "$scratch"' EXIT
 start=$(date +%s)
 "${PYTHON:-python3}" -m venv "$scratch/venv"
 py="$scratch/venv/bin/python"
-"$py" -m pip install -q --disable-pip-version-check -c "$repo/requirements/lock.txt" torch torchvision numpy
+# The lock's pins (and markers) without its hash lines: pip requires hashes of everything once one has them.
+grep -E '^[A-Za-z0-9]' "$repo/requirements/lock.txt" | sed 's/ *\\$//' >"$scratch/constraints.txt"
+"$py" -m pip install -q --disable-pip-version-check -c "$scratch/constraints.txt" torch torchvision numpy
 # a copy of the checkout, so that the build leaves nothing (build/, *.egg-info) in it
 mkdir "$scratch/src"
 (cd "$repo" && git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI step, from the repository root: the setup from nothing on Python 3.13, then a subset of the
 # tests on it (the checkpoint fidelity, the mmcv ops and the toy end-to-end tests).
-# Like step 1 of .ci/run: an empty pip cache, an empty setup cache, and cc/gcc/g++/c++ replaced by
+# Like step 1 of .ci/run: empty uv, pip and setup caches, and cc/gcc/g++/c++ replaced by
 # programs that fail. The environment is a separate one (INLINE_DENSE_VENV, in a scratch folder
 # removed at the end), so .venv (the main Python's) is left alone.
 # The interpreter: $PYTHON313 when set, else python3.13 on PATH, else pyenv's newest 3.13.
@@ -37,7 +37,8 @@ venv="$scratch/venv-py313"
 echo "[ci-py313] setup from nothing with $py ($("$py" -c 'import platform; print(platform.python_version())')) into $venv"
 # VIRTUAL_ENV unset: INLINE_DENSE_VENV wins anyway, but an active environment must not leak in.
 env -u VIRTUAL_ENV INLINE_DENSE_VENV="$venv" PYTHON="$py" INLINE_DENSE_CACHE="$scratch/cache" \
-  PIP_CACHE_DIR="$scratch/pip-cache" PATH="$scratch/no-compiler:$PATH" bash tools/setup_env.sh
+  UV_CACHE_DIR="$scratch/uv-cache" PIP_CACHE_DIR="$scratch/pip-cache" PATH="$scratch/no-compiler:$PATH" \
+  bash tools/setup_env.sh
 setup_done=$(date +%s)
 echo "[ci-py313] setup from nothing on Python 3.13, no compiler: $(( setup_done - start )) s"
 # The tests see the scratch setup cache, as .ci/run's do.

@@ -358,7 +358,7 @@ def build_mmcv(pip: Tool, python: Path, version: str, ops: str, work: Path, logs
     if compile_ops:
         say(f'compiling mmcv {version} (ops: {ops}, {std}, {env["MAX_JOBS"]} jobs); ~10-30 min on 2 cores, once')
     with open(log, 'w', encoding='utf-8') as f:
-        proc = subprocess.run([str(python), '-m', 'pip', '--disable-pip-version-check', 'wheel', '-v',
+        proc = subprocess.run([*pip.argv, 'wheel', '-v',
                                '--no-build-isolation', '--no-deps', '-w', str(out), '.'],
                               cwd=src, env=env, stdout=f, stderr=subprocess.STDOUT)
     wheels = sorted(out.glob('mmcv-*.whl'))
@@ -508,15 +508,18 @@ def setup(ctx: Context) -> None:
     if ctx.flavour == 'full':
         lock = lock_without(lock, [ctx.stack.mmcv_dist], Path(work.name) / 'lock.txt')
     target = ['--python', str(ctx.python)]
+    # --compile-bytecode: as pip does, so that the first import neither compiles (slow) nor prints the
+    # SyntaxWarnings of the packages' invalid escape sequences.
     # Environments this setup made hold the lock exactly; a user's own one keeps its other packages.
     sync = owned_by_setup(ctx.venv)
     say(f'{"syncing" if sync else "installing into"} {ctx.venv}: the {ctx.stack.name} lock '
         f'({len(read_pins(lock))} packages, hashes checked; torch is a CUDA build: ~3 GiB the first time)')
     if sync:
-        uv('installing the locked stack', 'pip', 'sync', '-q', *target, '--require-hashes', str(lock), env=uv_env())
+        uv('installing the locked stack', 'pip', 'sync', '-q', *target, '--require-hashes', '--compile-bytecode',
+           str(lock), env=uv_env())
     else:
-        uv('installing the locked stack', 'pip', 'install', '-q', *target, '--require-hashes', '-r', str(lock),
-           env=uv_env())
+        uv('installing the locked stack', 'pip', 'install', '-q', *target, '--require-hashes', '--compile-bytecode',
+           '-r', str(lock), env=uv_env())
     if ctx.flavour == 'full':
         wheel = install_compiled_mmcv(ctx, uv, plan)
         uv('installing the compiled mmcv', 'pip', 'install', '-q', *target, '--no-deps', '--reinstall', wheel)

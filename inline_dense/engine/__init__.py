@@ -22,10 +22,12 @@ from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper
+from .mmengine_compat import resolve_mmseg_configs
 from .padding_mask import InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes, padded_batch
 from .randomness import DeterministicResumeHook, derived_seed
 
 allow_mmengine_checkpoint_types()  # after the imports above: they import mmengine, whose types it adds
+resolve_mmseg_configs()  # mmseg:: config names with onedl-mmsegmentation (mmengine_compat)
 register_mmengine_scheme()
 
 __all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper',

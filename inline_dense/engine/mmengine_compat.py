@@ -48,3 +48,24 @@ def runner_private(runner: Any, name: str) -> Any:
     if not hasattr(runner, name):
         raise _fail(f'this {type(runner).__name__} (mmengine {mmengine.__version__}) has no attribute {name}')
     return getattr(runner, name)
+
+
+def resolve_mmseg_configs() -> bool:
+    """Lets ``mmseg::`` config names resolve whichever distribution provides ``mmseg``.
+
+    mmengine finds a ``mmseg::`` base through the distribution named in its
+    ``mmengine.config.utils.MODULE2PACKAGE`` ('mmsegmentation'), falling back to an import of that
+    name; with onedl-mmsegmentation installed neither exists, and ``Config.fromfile`` fails with
+    "mmsegmentation is not installed". Where that is so and ``mmseg`` imports, the table names the
+    import name instead, as it does for ``mmdet``. Changes nothing elsewhere; returns whether it did."""
+    import importlib.util
+
+    from mmengine.config import utils as config_utils
+    from mmengine.utils import is_installed
+    table = getattr(config_utils, 'MODULE2PACKAGE', None)
+    if not isinstance(table, dict) or table.get('mmseg') in (None, 'mmseg'):
+        return False
+    if is_installed(table['mmseg']) or importlib.util.find_spec('mmseg') is None:
+        return False
+    table['mmseg'] = 'mmseg'
+    return True
