@@ -508,18 +508,16 @@ def setup(ctx: Context) -> None:
     if ctx.flavour == 'full':
         lock = lock_without(lock, [ctx.stack.mmcv_dist], Path(work.name) / 'lock.txt')
     target = ['--python', str(ctx.python)]
-    # --compile-bytecode: as pip does, so that the first import neither compiles (slow) nor prints the
-    # SyntaxWarnings of the packages' invalid escape sequences.
     # Environments this setup made hold the lock exactly; a user's own one keeps its other packages.
     sync = owned_by_setup(ctx.venv)
     say(f'{"syncing" if sync else "installing into"} {ctx.venv}: the {ctx.stack.name} lock '
         f'({len(read_pins(lock))} packages, hashes checked; torch is a CUDA build: ~3 GiB the first time)')
     if sync:
-        uv('installing the locked stack', 'pip', 'sync', '-q', *target, '--require-hashes', '--compile-bytecode',
-           str(lock), env=uv_env())
+        uv('installing the locked stack', 'pip', 'sync', '-q', *target, '--require-hashes', str(lock), env=uv_env())
     else:
-        uv('installing the locked stack', 'pip', 'install', '-q', *target, '--require-hashes', '--compile-bytecode',
-           '-r', str(lock), env=uv_env())
+        uv('installing the locked stack', 'pip', 'install', '-q', *target, '--require-hashes', '-r', str(lock),
+           env=uv_env())
+    compile_openmmlab(ctx.python)
     if ctx.flavour == 'full':
         wheel = install_compiled_mmcv(ctx, uv, plan)
         uv('installing the compiled mmcv', 'pip', 'install', '-q', *target, '--no-deps', '--reinstall', wheel)
@@ -546,6 +544,20 @@ def setup(ctx: Context) -> None:
     work.cleanup()
     ctx.stamp_file.write_text(state.env_stamp + '\n', encoding='utf-8')
     say(f'done in {time.time() - t0:.0f} s; environment: {ctx.venv} (activate: source {ctx.venv}/bin/activate)')
+
+
+def compile_openmmlab(python: Path) -> None:
+    """Byte-compiles the OpenMMLab packages, as pip's install does and uv's does not: their first
+    import would otherwise print the DeprecationWarnings / SyntaxWarnings of their invalid escape
+    sequences (the rest is left to compile on first import: compiling torch's tree too costs ~15 s)."""
+    code = ('import compileall, importlib.util, sys\n'
+            'for name in ("mmengine", "mmcv", "mmdet", "mmseg"):\n'
+            '    spec = importlib.util.find_spec(name)\n'
+            '    for folder in (spec.submodule_search_locations or []) if spec else []:\n'
+            '        compileall.compile_dir(folder, quiet=1, workers=0)\n')
+    proc = subprocess.run([str(python), '-W', 'ignore', '-c', code], capture_output=True, text=True)
+    if proc.returncode:
+        raise SetupError(f'could not byte-compile the OpenMMLab packages: {proc.stderr.strip()}')
 
 
 def install_compiled_mmcv(ctx: Context, uv: Tool, plan: Plan) -> str:
