@@ -121,3 +121,17 @@ def test_the_ci_step_sets_up_python_3_13_like_ci_step_one():
                    'tests/test_mmcv_ops.py', 'tests/test_toy_e2e.py'):
         assert needed in step, needed
     assert subprocess.run(['bash', '-n', str(ROOT / '.ci' / 'py313.sh')]).returncode == 0
+
+
+def test_the_ci_runs_the_whole_suite_on_the_other_stack_from_nothing():
+    """.ci/other_stack.sh: STACK=onedl into its own environment with empty uv, pip and setup caches and
+    no compiler, then every test (no -m filter: the slow ones too); .ci/run calls it."""
+    step = (ROOT / '.ci' / 'other_stack.sh').read_text(encoding='utf-8')
+    for needed in ('STACK="$stack"', 'INLINE_DENSE_VENV="$venv"', 'UV_CACHE_DIR="$scratch/uv-cache"',
+                   'PIP_CACHE_DIR="$scratch/pip-cache"', 'INLINE_DENSE_CACHE="$scratch/cache"', 'no-compiler',
+                   '-m pytest -q -n auto --maxschedchunk 1 tests', '${OTHER_STACK:-onedl}'):
+        assert needed in step, needed
+    assert ' -m "not slow"' not in step and "-m 'not slow'" not in step
+    assert 'bash .ci/other_stack.sh' in (ROOT / '.ci' / 'run').read_text(encoding='utf-8')
+    assert 'UV_CACHE_DIR="$scratch/uv-cache"' in (ROOT / '.ci' / 'py313.sh').read_text(encoding='utf-8')
+    assert subprocess.run(['bash', '-n', str(ROOT / '.ci' / 'other_stack.sh')]).returncode == 0
