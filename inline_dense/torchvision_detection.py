@@ -84,7 +84,8 @@ class InLineFPNBackbone(nn.Module):
         self.strides = [body.strides[i] for i in body.out_indices]
         extra_blocks = tv_fpn.LastLevelMaxPool() if extra_blocks is None else extra_blocks
         # the extra levels halve the last one, each (LastLevelMaxPool, LastLevelP6P7)
-        extra = {tv_fpn.LastLevelMaxPool: 1, tv_fpn.LastLevelP6P7: 2}.get(type(extra_blocks), 0)
+        extra = 1 if isinstance(extra_blocks, tv_fpn.LastLevelMaxPool) else \
+            2 if isinstance(extra_blocks, tv_fpn.LastLevelP6P7) else 0
         self.level_strides = self.strides + [self.strides[-1] * 2 ** (k + 1) for k in range(extra)]
         self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the heads
         self.fpn = tv_fpn.FeaturePyramidNetwork([body.embed_dims[i] for i in body.out_indices], out_channels,
