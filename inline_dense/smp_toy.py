@@ -28,6 +28,7 @@ STD = (0.229, 0.224, 0.225)
 SMALL_ENCODER = dict(embed_dims=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), drop_path_rate=0.0)
 SMALL_HEADS = {'cswin': (2, 2, 4, 8)}  # CSwin's stripe stages split their heads in two branches
 # decoder widths for the CPU: smp's defaults (256 channels at stride 4) cost several times the encoder
+DECODERS = tuple(cls.__name__ for cls in smp.MODEL_ARCHITECTURES_MAPPING.values())  # smp's decoder classes
 SMALL_DECODERS = {'UPerNet': dict(decoder_channels=64),
                   'FPN': dict(decoder_pyramid_channels=64, decoder_segmentation_channels=32)}
 
@@ -45,9 +46,24 @@ class ToyRun:
     losses: List[float] = field(default_factory=list)
 
 
+class ToyRunError(ValueError):
+    """A setting or a data file the toy run cannot use; the message says which and what to do."""
+
+
+def _read(path: str, flags: int, what: str) -> np.ndarray:
+    if not osp.isfile(path):
+        raise ToyRunError(f'{what} {path} is missing: every image needs its annotation (same name, .png, under '
+                          f'annotations/); remake the toy data with python tools/make_toy_data.py ade.')
+    array = cv2.imread(path, flags)
+    if array is None:
+        raise ToyRunError(f'{what} {path} cannot be read as a picture (damaged, or not an image).')
+    return array
+
+
 def load_split(root: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
     """Toy ADE ``split`` ('training' / 'validation') -> images (N, 3, H, W) float32 normalised,
-    labels (N, H, W) int64 in 0..K-1 with ``IGNORE`` for ADE's 0."""
+    labels (N, H, W) int64 in 0..K-1 with ``IGNORE`` for ADE's 0. Raises :class:`ToyRunError` for a
+    missing or unreadable annotation and for pictures of another size than the split's first."""
     paths = sorted(glob(osp.join(root, 'images', split, '*.jpg')))
     if not paths:
         raise FileNotFoundError(f'no images under {osp.join(root, "images", split)}: make the toy data with '
@@ -55,8 +71,15 @@ def load_split(root: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
     images, labels = [], []
     for path in paths:
         stem = osp.splitext(osp.basename(path))[0]
-        images.append(cv2.imread(path, cv2.IMREAD_COLOR)[:, :, ::-1])
-        labels.append(cv2.imread(osp.join(root, 'annotations', split, stem + '.png'), cv2.IMREAD_GRAYSCALE))
+        image = _read(path, cv2.IMREAD_COLOR, 'image')[:, :, ::-1]
+        label = _read(osp.join(root, 'annotations', split, stem + '.png'), cv2.IMREAD_GRAYSCALE, 'annotation')
+        if label.shape != image.shape[:2] or (images and image.shape != images[0].shape):
+            first = images[0].shape[:2] if images else image.shape[:2]
+            raise ToyRunError(f'{path} is {image.shape[0]}x{image.shape[1]} with a {label.shape[0]}x{label.shape[1]} '
+                              f'annotation; the toy run stacks the {split} split into one tensor, so every image '
+                              f'and annotation must be {first[0]}x{first[1]} as the first ({paths[0]}).')
+        images.append(image)
+        labels.append(label)
     x = torch.from_numpy(np.stack(images).astype(np.float32) / 255.0).permute(0, 3, 1, 2)
     x = (x - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
     y = torch.from_numpy(np.stack(labels).astype(np.int64)) - 1
@@ -104,6 +127,27 @@ def chance_miou(train_labels: torch.Tensor, val_labels: torch.Tensor, num_classe
                                          ignore_index=IGNORE)])[0]
 
 
+def check_settings(decoder: str, variant: str, train_seconds: float, max_epochs: int, batch_size: int,
+                   lr: float) -> None:
+    """Raises :class:`ToyRunError` (one line, naming the setting) for what the run cannot use: a time
+    budget or learning rate that is not a finite positive number, a batch of fewer than 2 images
+    (smp's decoders normalise with BatchNorm, which needs 2 in training), no epochs, an unknown
+    decoder or variant."""
+    if not (isinstance(train_seconds, (int, float)) and math.isfinite(train_seconds) and train_seconds > 0):
+        raise ToyRunError(f'the training time {train_seconds!r} s must be a finite number of seconds > 0.')
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ToyRunError(f'the learning rate {lr!r} must be a finite number > 0.')
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 2:
+        raise ToyRunError(f'the batch size {batch_size!r} must be an integer >= 2: smp\'s decoders normalise with '
+                          f'BatchNorm, which needs at least 2 images per training step.')
+    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 1:
+        raise ToyRunError(f'max_epochs={max_epochs!r} must be an integer >= 1.')
+    if decoder not in DECODERS:
+        raise ToyRunError(f'unknown decoder {decoder!r}; smp has {", ".join(DECODERS)} (names are case-sensitive).')
+    if variant not in VARIANTS:
+        raise ToyRunError(f'unknown variant {variant!r}; use one of {", ".join(sorted(VARIANTS))}.')
+
+
 def lr_at(progress: float, peak: float, warmup: float = 0.05) -> float:
     """Linear warm-up over the first ``warmup`` of the run, then cosine to 0 at ``progress`` 1."""
     if progress < warmup:
@@ -123,16 +167,26 @@ def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str
     The run is budgeted in time, not steps, so that it ends on time on any machine: the learning
     rate (AdamW) follows warm-up + cosine over the elapsed fraction of ``train_seconds``, so a
     slower machine does fewer steps of the same schedule. Cross-entropy ignores unlabelled pixels.
+    Raises :class:`ToyRunError` for settings or data it cannot use (``check_settings``,
+    ``load_split``, fewer than 2 training images).
     """
     start = time.perf_counter()
+    check_settings(decoder, variant, train_seconds, max_epochs, batch_size, lr)
     torch.manual_seed(seed)
     root = make_toy_ade(root or DEFAULT_ADE_ROOT)  # kept as it is when it exists
     x_train, y_train = load_split(root, 'training')
     x_val, y_val = load_split(root, 'validation')
+    if len(x_train) < 2:
+        raise ToyRunError(f'{osp.join(root, "images", "training")} holds {len(x_train)} image: a training step needs '
+                          f'2 (BatchNorm), so nothing would train. Add images, or remake the toy data with python '
+                          f'tools/make_toy_data.py ade.')
     num_classes = len(TOY_ADE_CLASSES)
     kwargs = dict(small_encoder(variant) if encoder_kwargs is None else encoder_kwargs)
     kwargs.update(SMALL_DECODERS.get(decoder, {}) if decoder_kwargs is None else decoder_kwargs)
-    model = build_model(decoder, variant, num_classes, **kwargs)
+    try:
+        model = build_model(decoder, variant, num_classes, **kwargs)
+    except ValueError as exc:  # e.g. DeepLabV3, which needs output stride 8 or 16
+        raise ToyRunError(f'smp.{decoder} on {variant}: {exc}') from exc
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
     generator = torch.Generator().manual_seed(seed)

@@ -1,4 +1,5 @@
-"""InLine backbones with an FPN for torchvision's detectors (``FasterRCNN``, ``MaskRCNN``, ...).
+"""InLine backbones with an FPN for torchvision's detectors (Faster / Mask / Keypoint R-CNN,
+RetinaNet, FCOS).
 
     from torchvision.models.detection import FasterRCNN
     from inline_dense.torchvision_detection import inline_fpn_backbone, pass_image_sizes
@@ -7,7 +8,10 @@
 
 :func:`inline_fpn_backbone` gives what torchvision's detectors take: a module with
 ``out_channels`` whose forward returns an ``OrderedDict`` of maps ``'0'..'3'`` (strides 4-32) and
-``'pool'`` (stride 64).
+``'pool'`` (stride 64). It takes the options of torchvision's ``resnet_fpn_backbone``
+(``weights``, ``trainable_layers``, ``returned_layers``, ``extra_blocks``, ``norm_layer``); for
+RetinaNet / FCOS: ``returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256)``.
+``torch.jit.script`` of a detector on it is refused with a ``TypeError`` saying so.
 
 **Padding.** torchvision pads every batch at the bottom / right. InLine attention is global, so
 without help an image's features would depend on how much padding its batch adds.
@@ -16,10 +20,13 @@ without help an image's features would depend on how much padding its batch adds
 ignores padded tokens, and the FPN sets every cell beyond an image's own area (``ceil(size /
 stride)`` cells per level) to zero, as the zero padding of an image alone would be. It also
 makes the detector's other stages independent of the padding: the batch is padded to a multiple
-of 64 instead of 32 (torchvision's anchor generator takes each level's stride as padded size //
-map size, which the stride-64 'pool' level gets wrong otherwise), and in eval the RPN scores no
-anchor on padded cells (their objectness becomes 0 and ``rpn.score_thresh`` drops them). An
-image's detections alone and next to a larger image then agree (to 1e-4 in the tests).
+of the coarsest level's stride (64 with 'pool', 128 with 'p7'; torchvision's anchor generator
+takes each level's stride as padded size // map size, which the extra levels get wrong
+otherwise), and in eval the RPN (RetinaNet's / FCOS's head) scores no anchor on padded cells
+(their score becomes 0 and the score threshold drops them). An image's detections alone and next
+to a larger image then agree (to 1e-4 in the tests, Faster R-CNN and RetinaNet). FCOS's head
+normalises with GroupNorm over the whole padded map, so its detections still depend on the
+padding; :func:`pass_image_sizes` warns about such a head.
 
 What remains is torchvision's RoIAlign at an image's bottom / right edge on a level where the
 image fills the padded map to its last cell: there it repeats the last cell instead of blending
@@ -27,16 +34,21 @@ with the zero padding a larger batch supplies. Only boxes assigned to that level
 ones: box side >= 448 px for level '3') and touching that edge are affected. Without
 :func:`pass_image_sizes` (or a ``valid_hw`` argument) the whole padded tensor counts as image.
 """
+import enum
 import math
+import os
+import warnings
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+from torchvision.models import WeightsEnum
+from torchvision.models.detection import FCOS, RetinaNet
 from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
-from torchvision.ops.feature_pyramid_network import FeaturePyramidNetwork, LastLevelMaxPool
+from torchvision.ops import feature_pyramid_network as tv_fpn
 
-from .checkpoint import SCHEME, load_pretrained
+from .checkpoint import SCHEME, CheckpointError, CorruptCacheError, DownloadError, load_pretrained
 from .models.backbone_base import InLineBackboneBase
 from .models.classifier import FAMILIES, variant_kwargs
 from .typing import HW
@@ -53,25 +65,36 @@ def valid_area_mask(sizes: Sequence[HW], grid: HW, stride: int, device: torch.de
 
 
 class InLineFPNBackbone(nn.Module):
-    """An InLine backbone (``body``) and torchvision's ``FeaturePyramidNetwork`` with a max-pool
-    level: (B, 3, H, W) -> ``OrderedDict`` '0'..'3' (B, out_channels, ceil(H / s), ceil(W / s)),
-    s = 4, 8, 16, 32, and 'pool' (stride 64).
+    """An InLine backbone (``body``) and torchvision's ``FeaturePyramidNetwork``: (B, 3, H, W) ->
+    ``OrderedDict`` of (B, out_channels, ceil(H / s), ceil(W / s)) maps, '0', '1', ... for the
+    body's ``out_indices`` (s = 4, 8, 16, 32 for all four stages) and then the ``extra_blocks``'
+    levels (default ``LastLevelMaxPool``: 'pool', stride 2 x the last; ``LastLevelP6P7``: 'p6',
+    'p7').
 
     ``forward(x, valid_hw=None)``: ``valid_hw`` holds each image's real (height, width) in the
     padded batch ``x``; without it, the sizes that :func:`pass_image_sizes` recorded for this
     batch are used, if any.
     """
 
-    def __init__(self, body: InLineBackboneBase, out_channels: int = 256) -> None:
+    def __init__(self, body: InLineBackboneBase, out_channels: int = 256,
+                 extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
+                 norm_layer: Optional[Callable[..., nn.Module]] = None) -> None:
         super().__init__()
         self.body = body
         self.strides = [body.strides[i] for i in body.out_indices]
-        self.level_strides = self.strides + [2 * self.strides[-1]]  # the max-pool level halves the last
-        self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the RPN
-        self.fpn = FeaturePyramidNetwork([body.embed_dims[i] for i in body.out_indices], out_channels,
-                                         extra_blocks=LastLevelMaxPool())
+        extra_blocks = tv_fpn.LastLevelMaxPool() if extra_blocks is None else extra_blocks
+        # the extra levels halve the last one, each (LastLevelMaxPool, LastLevelP6P7)
+        extra = 1 if isinstance(extra_blocks, tv_fpn.LastLevelMaxPool) else \
+            2 if isinstance(extra_blocks, tv_fpn.LastLevelP6P7) else 0
+        self.level_strides = self.strides + [self.strides[-1] * 2 ** (k + 1) for k in range(extra)]
+        self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the heads
+        self.fpn = tv_fpn.FeaturePyramidNetwork([body.embed_dims[i] for i in body.out_indices], out_channels,
+                                         extra_blocks=extra_blocks, norm_layer=norm_layer)
         self.out_channels = out_channels
         self._recorded: Optional[Tuple[torch.Size, List[HW]]] = None
+
+    def __prepare_scriptable__(self) -> nn.Module:
+        raise TypeError(SCRIPT_REFUSAL)
 
     def record_image_sizes(self, batch: torch.Tensor, sizes: Sequence[HW]) -> None:
         """Remembers the real image sizes of the padded ``batch`` for the next forward on it."""
@@ -91,13 +114,14 @@ class InLineFPNBackbone(nn.Module):
         if sizes is not None:
             masks = [valid_area_mask(sizes, f.shape[-2:], s, x.device) for f, s in zip(feats, self.strides)]
             feats = [f * m for f, m in zip(feats, masks)]  # the output norms leave padded cells non-zero
-        outs = self._pyramid(feats, masks)
-        names = [str(i) for i in range(len(outs) - 1)] + ['pool']
+        outs, names = self._pyramid(feats, masks, sizes)
         return OrderedDict(zip(names, outs))
 
-    def _pyramid(self, feats: List[torch.Tensor], masks: Optional[List[torch.Tensor]]) -> List[torch.Tensor]:
+    def _pyramid(self, feats: List[torch.Tensor], masks: Optional[List[torch.Tensor]],
+                 sizes: Optional[List[HW]]) -> Tuple[List[torch.Tensor], List[str]]:
         """torchvision's FPN top-down pass with the padded cells zeroed after every lateral sum, so
-        that the 3x3 output convolutions see an image's border as an image alone shows it."""
+        that the 3x3 output convolutions see an image's border as an image alone shows it; the
+        extra levels' padded cells are zeroed too."""
         fpn = self.fpn
 
         def keep(t: torch.Tensor, i: int) -> torch.Tensor:
@@ -112,56 +136,187 @@ class InLineFPNBackbone(nn.Module):
             inner = keep(lateral + top_down, i)
             results.insert(0, fpn.get_result_from_layer_blocks(inner, i))
         results = [keep(r, i) for i, r in enumerate(results)]
-        results, _ = fpn.extra_blocks(results, feats, [str(i) for i in range(len(results))])
-        return results
+        names = [str(i) for i in range(len(results))]
+        extra = fpn.extra_blocks
+        if isinstance(extra, tv_fpn.LastLevelP6P7) and sizes is not None:  # zero the padding between p6 and p7 too
+            p6_mask = valid_area_mask(sizes, self._half(results[-1]), self.level_strides[-2], results[-1].device)
+            p6 = extra.p6(results[-1] if extra.use_P5 else feats[-1]) * p6_mask
+            p7 = extra.p7(nn.functional.relu(p6))
+            p7 = p7 * valid_area_mask(sizes, p7.shape[-2:], self.level_strides[-1], p7.device)
+            return results + [p6, p7], names + ['p6', 'p7']
+        results, names = extra(results, feats, names)
+        return results, names
+
+    @staticmethod
+    def _half(t: torch.Tensor) -> HW:
+        h, w = t.shape[-2:]
+        return (h + 1) // 2, (w + 1) // 2
 
 
-def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Optional[str] = None, out_channels: int = 256,
+SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not supported: the backbone keeps each '
+                  "batch's image sizes in Python state (pass_image_sizes) and the InLine attention's control flow "
+                  'is not TorchScript; run the detector eagerly.')
+WEIGHT_NAMES = ('imagenet', 'imagenet1k', 'imagenet1k_v1', 'default')  # all mean the authors' ImageNet-1K file
+
+
+def _checkpoint_of(variant: str, weights: Any) -> Optional[str]:
+    """What ``weights`` (torchvision's convention) names for ``variant``: None (from scratch), or
+    the checkpoint to load (``inline://<variant>`` for the authors' ImageNet weights)."""
+    if weights is None or weights is False:
+        return None
+    if weights is True:
+        return SCHEME + variant
+    name = getattr(weights, 'name', None)  # an enum member, e.g. torchvision's ResNet50_Weights.DEFAULT
+    if isinstance(weights, enum.Enum) and isinstance(name, str):
+        if name.lower() in WEIGHT_NAMES and not isinstance(weights, WeightsEnum):
+            return SCHEME + variant
+        raise ValueError(f'inline_fpn_backbone: weights={weights} belongs to another model '
+                         f'({type(weights).__name__}); the InLine backbones take weights=True, \'imagenet\' '
+                         f'(the authors\' ImageNet-1K file of {variant}), a checkpoint path, URL or inline:// name, '
+                         f'or None.')
+    if not isinstance(weights, (str, os.PathLike)):
+        raise TypeError(f'inline_fpn_backbone: weights={weights!r} ({type(weights).__name__}) is not a weights '
+                        f'choice; use None, True / \'imagenet\', or a checkpoint path, URL or inline:// name.')
+    text = os.fspath(weights)
+    if text.lower() in WEIGHT_NAMES:
+        return SCHEME + variant
+    if '://' in text:
+        return text
+    if not os.path.isfile(os.path.expanduser(text)):
+        looks_like_path = os.sep in text or '.' in os.path.basename(text)
+        what = f'no file {os.path.abspath(os.path.expanduser(text))} exists' if looks_like_path else \
+            'it is no weights name'
+        raise FileNotFoundError(f'inline_fpn_backbone: weights={text!r}: {what}. Use weights=True or '
+                                f'\'imagenet\' for the authors\' ImageNet-1K file of {variant} '
+                                f'(inline://{variant}, downloaded on first use), a checkpoint path or URL, or '
+                                f'weights=None to train from scratch.')
+    return text
+
+
+def _trainable_to_frozen(trainable_layers: int, num_stages: int) -> int:
+    """torchvision's ``trainable_layers`` (counted from the last stage, the stem last) as our
+    ``frozen_stages`` (-1 none, 0 the stem, k the stem and the first k stages)."""
+    if isinstance(trainable_layers, bool) or not isinstance(trainable_layers, int) or \
+            not 0 <= trainable_layers <= num_stages + 1:
+        raise ValueError(f'inline_fpn_backbone: trainable_layers={trainable_layers!r} must be an int in '
+                         f'[0, {num_stages + 1}] (the {num_stages} stages counted from the last, then the patch '
+                         f'embedding; {num_stages + 1} trains everything).')
+    return num_stages - trainable_layers
+
+
+def _reworded(exc: Exception, message: str) -> Exception:
+    """``exc``'s class with ``message``, if it takes a message alone; else ``exc`` itself."""
+    try:
+        return type(exc)(message)
+    except TypeError:
+        return exc
+
+
+def _torchvision_terms(message: str) -> str:
+    return (message.replace("init_cfg.checkpoint", "weights").replace("init_cfg=None", "weights=None")
+            .replace("init_cfg", "weights"))
+
+
+def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Any = None, out_channels: int = 256,
+                        trainable_layers: Optional[int] = None, returned_layers: Optional[Sequence[int]] = None,
+                        extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
+                        norm_layer: Optional[Callable[..., nn.Module]] = None,
                         **backbone_kwargs) -> InLineFPNBackbone:
-    """An InLine backbone + FPN for torchvision's detectors.
+    """An InLine backbone + FPN for torchvision's detectors, with the options of torchvision's
+    ``resnet_fpn_backbone``.
 
     Args:
         variant: 'inline_swin_t' ... 'inline_cswin_b' (the names of ``inline://``).
-        weights: None (from scratch), 'imagenet' (the authors' checkpoint of ``variant``, by
-            ``inline://<variant>``), or a checkpoint path / URL / ``inline://`` name.
+        weights: None / False (from scratch); True, 'imagenet' or 'DEFAULT' (any case; also an enum
+            member of that name) for the authors' checkpoint of ``variant`` (``inline://<variant>``);
+            or a checkpoint path / URL / ``inline://`` name.
         out_channels: FPN channels.
-        **backbone_kwargs: the backbone's arguments (``drop_path_rate``, ``with_cp``, ``frozen_stages``,
-            ``embed_dims`` ...); ``out_indices`` must keep four stages.
+        trainable_layers: how many of the 4 stages, counted from the last, train (5: the patch
+            embedding too); the rest are frozen (``frozen_stages``). None: the backbone's
+            ``frozen_stages`` (default -1, everything trains).
+        returned_layers: the stages (1-4, torchvision's ``layer1`` .. ``layer4``) the FPN takes;
+            default all four. RetinaNet and FCOS use ``[2, 3, 4]`` with ``LastLevelP6P7``.
+        extra_blocks: torchvision's ``ExtraFPNBlock`` for the levels above (default
+            ``LastLevelMaxPool``, 'pool').
+        norm_layer: the FPN's normalisation (torchvision's ``norm_layer`` of the FPN; the InLine
+            blocks keep their LayerNorms).
+        **backbone_kwargs: the backbone's arguments (``drop_path_rate``, ``with_cp``, ``embed_dims`` ...).
     """
     kw = variant_kwargs(variant)
+    checkpoint = _checkpoint_of(variant, weights)
+    if returned_layers is not None:
+        if 'out_indices' in backbone_kwargs:
+            raise ValueError('inline_fpn_backbone: give returned_layers (1-4) or out_indices (0-3), not both.')
+        layers = list(returned_layers)
+        if not layers or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4 for v in layers) \
+                or layers != sorted(set(layers)):
+            raise ValueError(f'inline_fpn_backbone: returned_layers={returned_layers!r}: each entry must be in '
+                             f'[1, 4], increasing, at least one (the stages at strides 4, 8, 16, 32).')
+        backbone_kwargs['out_indices'] = tuple(v - 1 for v in layers)
+    if trainable_layers is not None:
+        if 'frozen_stages' in backbone_kwargs:
+            raise ValueError('inline_fpn_backbone: give trainable_layers (torchvision) or frozen_stages, not both.')
+        backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, 4)
     body = FAMILIES[kw['family']](arch=kw['arch'], **backbone_kwargs)
-    if len(body.out_indices) != 4:
-        raise ValueError(f'inline_fpn_backbone: out_indices={body.out_indices}: torchvision\'s detectors take four '
-                         f'FPN levels (0, 1, 2, 3) and the pool level.')
-    if weights is not None:
-        load_pretrained(body, SCHEME + variant if weights == 'imagenet' else weights)
-    return InLineFPNBackbone(body, out_channels)
+    if checkpoint is not None:
+        try:
+            load_pretrained(body, checkpoint)
+        except (CheckpointError, DownloadError, CorruptCacheError) as exc:
+            raise _reworded(exc, f'inline_fpn_backbone(weights={weights!r}): {_torchvision_terms(str(exc))}') from exc
+    return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
 
 
+NORMS = (nn.GroupNorm, nn.InstanceNorm2d)  # statistics over each map, padding included (BatchNorm in eval: none)
 PADDED_SCORE = -1e4  # an objectness logit whose sigmoid is exactly 0 in float32 (unlike -inf, no NaN in a loss)
 
 
-def pass_image_sizes(model: GeneralizedRCNN) -> GeneralizedRCNN:
-    """Makes ``model`` (a torchvision detector on an :class:`InLineFPNBackbone`) independent of the
-    padding its batches get (see the module docstring): a forward hook on ``model.transform``
-    records ``ImageList.image_sizes`` for the padded tensor it made; batches are padded to
-    multiples of 64; in eval a forward hook on ``model.rpn.head`` sets the objectness of anchors
-    on padded cells to 0 and ``rpn.score_thresh`` drops them. Parameters and state-dict keys are
-    unchanged. Returns ``model``."""
+def pass_image_sizes(model: nn.Module) -> nn.Module:
+    """Makes ``model`` (a torchvision detector on an :class:`InLineFPNBackbone`: Faster / Mask /
+    Keypoint R-CNN, RetinaNet or FCOS) independent of the padding its batches get (see the module
+    docstring): a forward hook on ``model.transform`` records ``ImageList.image_sizes`` for the
+    padded tensor it made; batches are padded to multiples of the coarsest level's stride; in eval
+    a forward hook on the head that scores anchors (``model.rpn.head``, or RetinaNet's / FCOS's
+    ``model.head``) gives anchors on padded cells a score of 0, which the score threshold drops.
+    Parameters and state-dict keys are unchanged. Returns ``model``."""
     backbone = getattr(model, 'backbone', None)
     if not isinstance(backbone, InLineFPNBackbone):
         raise TypeError(f'pass_image_sizes: model.backbone is a {type(backbone).__name__}, not an '
                         f'InLineFPNBackbone (build it with inline_fpn_backbone).')
-    divisible = 2 * backbone.strides[-1]
+    if isinstance(model, GeneralizedRCNN):
+        scorer, hook = model.rpn.head, _rpn_hook(backbone)
+        model.rpn.score_thresh = max(model.rpn.score_thresh, torch.finfo(torch.float32).tiny)
+    elif isinstance(model, (RetinaNet, FCOS)):
+        scorer, hook = model.head, _dense_head_hook(backbone, model.anchor_generator.num_anchors_per_location())
+        model.score_thresh = max(model.score_thresh, torch.finfo(torch.float32).tiny)
+    else:
+        raise TypeError(f'pass_image_sizes: {type(model).__name__} is not one of the torchvision detectors it '
+                        f'supports (FasterRCNN, MaskRCNN, KeypointRCNN, RetinaNet, FCOS).')
+    if not isinstance(backbone.fpn.extra_blocks, (tv_fpn.LastLevelMaxPool, tv_fpn.LastLevelP6P7)):
+        raise TypeError(f'pass_image_sizes: the FPN\'s extra_blocks is a {type(backbone.fpn.extra_blocks).__name__}, '
+                        f'whose levels\' strides it does not know; it supports LastLevelMaxPool and '
+                        f'LastLevelP6P7.')
+    norms = sorted({type(m).__name__ for m in scorer.modules() if isinstance(m, NORMS)})
+    if norms:
+        warnings.warn(f'pass_image_sizes: {type(scorer).__name__} normalises with {", ".join(norms)} over the whole '
+                      f'padded batch, so its detections still depend on the padding (the backbone and FPN no '
+                      f'longer do); a head without batch statistics, e.g. RetinaNet\'s default, is independent.',
+                      stacklevel=2)
+    divisible = max(backbone.level_strides)
     size_divisible = model.transform.size_divisible
     if size_divisible % divisible:
         model.transform.size_divisible = size_divisible * divisible // math.gcd(size_divisible, divisible)
-    model.rpn.score_thresh = max(model.rpn.score_thresh, torch.finfo(torch.float32).tiny)
 
     def record(_module: nn.Module, _inputs: tuple, output: tuple) -> None:
         images = output[0]
         backbone.record_image_sizes(images.tensors, images.image_sizes)
 
+    model.transform.register_forward_hook(record)
+    scorer.register_forward_hook(hook)
+    return model
+
+
+def _rpn_hook(backbone: InLineFPNBackbone) -> Callable:
+    """The RPN head's hook: objectness logits (one (B, A, h, w) map per level) of padded cells -> 0."""
     def ignore_padded_anchors(module: nn.Module, _inputs: tuple, output: tuple) -> Optional[tuple]:
         sizes = backbone.current_sizes
         logits, deltas = output
@@ -170,7 +325,19 @@ def pass_image_sizes(model: GeneralizedRCNN) -> GeneralizedRCNN:
         masked = [t.masked_fill(valid_area_mask(sizes, t.shape[-2:], s, t.device) == 0, PADDED_SCORE)
                   for t, s in zip(logits, backbone.level_strides)]
         return masked, deltas
+    return ignore_padded_anchors
 
-    model.transform.register_forward_hook(record)
-    model.rpn.head.register_forward_hook(ignore_padded_anchors)
-    return model
+
+def _dense_head_hook(backbone: InLineFPNBackbone, anchors: List[int]) -> Callable:
+    """RetinaNet's / FCOS's head hook: ``cls_logits`` (B, sum of h * w * A over the levels, K) of
+    anchors on padded cells -> ``PADDED_SCORE`` (the head orders them level, row, column, anchor)."""
+    def ignore_padded_anchors(module: nn.Module, inputs: tuple, output: Dict[str, torch.Tensor]) -> Optional[dict]:
+        sizes, feats = backbone.current_sizes, inputs[0]
+        if module.training or sizes is None or len(feats) != len(backbone.level_strides):
+            return None
+        keep = [valid_area_mask(sizes, f.shape[-2:], s, f.device)[:, 0, :, :, None].expand(-1, -1, -1, a)
+                .reshape(len(sizes), -1) for f, s, a in zip(feats, backbone.level_strides, anchors)]
+        out = dict(output)
+        out['cls_logits'] = output['cls_logits'].masked_fill(torch.cat(keep, 1)[..., None] == 0, PADDED_SCORE)
+        return out
+    return ignore_padded_anchors

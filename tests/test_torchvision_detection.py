@@ -1,12 +1,21 @@
-"""InLine backbone + FPN under torchvision's FasterRCNN / MaskRCNN: a training step, eval output,
-and an image's detections unchanged by the padding a larger batch adds (``pass_image_sizes``)."""
+"""InLine backbone + FPN under torchvision's detectors (Faster / Mask / Keypoint R-CNN, RetinaNet,
+FCOS): a training step, eval output, an image's detections unchanged by the padding a larger batch
+adds (``pass_image_sizes``), torchvision's FPN-builder options (``weights``, ``trainable_layers``,
+``returned_layers``, ``extra_blocks``, ``norm_layer``) and the one-line refusals."""
+import enum
 import os
+import warnings
 from collections import OrderedDict
 
 import pytest
 import torch
-from torchvision.models.detection import FasterRCNN, MaskRCNN
+from torchvision.models import ResNet50_Weights
+from torchvision.models.detection import FCOS, FasterRCNN, KeypointRCNN, MaskRCNN, RetinaNet
+from torchvision.models.detection.anchor_utils import AnchorGenerator
+from torchvision.ops.feature_pyramid_network import ExtraFPNBlock, LastLevelP6P7
 
+import inline_dense.torchvision_detection as tvd
+from inline_dense.checkpoint import CheckpointError
 from inline_dense.torchvision_detection import InLineFPNBackbone, inline_fpn_backbone, pass_image_sizes
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
@@ -151,5 +160,137 @@ def test_weights_load_an_authors_checkpoint():
     assert isinstance(bb, InLineFPNBackbone)
     ckpt = torch.load(os.path.join(FIXTURES, 'inline_swin_mini_authors_layout.pth'), weights_only=True)['model']
     assert torch.equal(bb.body.patch_embed.proj.weight, ckpt['patch_embed.proj.weight'])
-    with pytest.raises(ValueError, match='four'):
-        inline_fpn_backbone('inline_pvt_t', out_indices=(1, 2, 3))
+
+def test_a_checkpoint_that_does_not_fit_is_reported_in_torchvision_terms():
+    with pytest.raises(CheckpointError, match=r"inline_fpn_backbone\(weights=") as info:
+        inline_fpn_backbone('inline_swin_t', weights=os.path.join(FIXTURES, 'inline_pvt_mini_authors_layout.pth'),
+                            embed_dims=16, depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8))
+    assert 'init_cfg' not in str(info.value)
+
+
+@pytest.mark.parametrize('weights', [True, 'imagenet', 'IMAGENET', 'DEFAULT', 'IMAGENET1K_V1'])
+def test_weights_names_mean_the_authors_imagenet_file(weights, monkeypatch):
+    asked = []
+    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint: asked.append(checkpoint))
+    backbone('inline_pvt_t', weights=weights)
+    assert asked == ['inline://inline_pvt_t']
+
+
+class OurWeights(enum.Enum):
+    DEFAULT = 'default'
+    OTHER = 'other'
+
+
+def test_weights_as_an_enum_member(monkeypatch):
+    asked = []
+    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint: asked.append(checkpoint))
+    backbone('inline_swin_t', weights=OurWeights.DEFAULT)
+    assert asked == ['inline://inline_swin_t']
+    with pytest.raises(ValueError, match='another model'):
+        backbone('inline_swin_t', weights=OurWeights.OTHER)
+    with pytest.raises(ValueError, match='ResNet50_Weights'):
+        backbone('inline_swin_t', weights=ResNet50_Weights.DEFAULT)
+    assert backbone('inline_swin_t', weights=False).body is not None and len(asked) == 1
+
+
+@pytest.mark.parametrize('weights,error,match', [
+    ('nonsense', FileNotFoundError, "weights='nonsense': it is no weights name"),
+    ('missing/backbone.pth', FileNotFoundError, 'no file .*missing/backbone.pth exists'),
+    (3, TypeError, r'weights=3 \(int\) is not a weights choice')])
+def test_bad_weights_are_refused_in_one_line(weights, error, match):
+    with pytest.raises(error, match=match) as info:
+        backbone('inline_swin_t', weights=weights)
+    assert '\n' not in str(info.value) and 'init_cfg' not in str(info.value)
+
+
+@pytest.mark.parametrize('trainable,frozen', [(5, -1), (4, 0), (3, 1), (0, 4)])
+def test_trainable_layers_as_torchvision_counts_them(trainable, frozen):
+    bb = backbone('inline_swin_t', trainable_layers=trainable)
+    assert bb.body.frozen_stages == frozen
+    trains = [any(p.requires_grad for p in stage.parameters()) for stage in bb.body.stages]
+    assert trains == [i >= frozen for i in range(4)]
+    assert all(p.requires_grad for p in bb.fpn.parameters())
+
+
+def test_bad_options_are_refused():
+    for kwargs, match in [(dict(trainable_layers=6), r'trainable_layers=6 must be an int in \[0, 5\]'),
+                          (dict(trainable_layers=2, frozen_stages=1), 'not both'),
+                          (dict(returned_layers=[0, 1]), r'each entry must be in \[1, 4\]'),
+                          (dict(returned_layers=[3, 2]), 'increasing'),
+                          (dict(returned_layers=[2], out_indices=(1,)), 'not both')]:
+        with pytest.raises(ValueError, match=match):
+            backbone('inline_pvt_t', **kwargs)
+
+
+def test_returned_layers_extra_blocks_and_norm_layer():
+    bb = backbone('inline_pvt_t', returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(32, 32),
+                  norm_layer=torch.nn.BatchNorm2d)
+    out = bb(torch.randn(2, 3, 64, 96))
+    assert {k: tuple(v.shape[-2:]) for k, v in out.items()} == {'0': (8, 12), '1': (4, 6), '2': (2, 3),
+                                                                 'p6': (1, 2), 'p7': (1, 1)}
+    assert bb.level_strides == [8, 16, 32, 64, 128]
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in bb.fpn.modules())
+    assert list(backbone('inline_swin_t', returned_layers=[4])(torch.randn(1, 3, 64, 64))) == ['0', 'pool']
+
+
+def retinanet_backbone(variant='inline_swin_t'):
+    return backbone(variant, returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(32, 32))
+
+
+def test_retinanet_detections_alone_and_next_to_larger_images_agree():
+    """The head of torchvision's RetinaNet has no batch statistics: its detections of an image
+    alone and next to larger images agree once pass_image_sizes drops the padded anchors."""
+    anchor_sizes = tuple((x, int(x * 2 ** (1 / 3)), int(x * 2 ** (2 / 3))) for x in (32, 64, 128, 256, 512))
+    anchors = AnchorGenerator(anchor_sizes, ((0.5, 1.0, 2.0),) * 5)
+    plain = RetinaNet(retinanet_backbone(), 3, anchor_generator=anchors, **RESIZE).eval()
+    with torch.no_grad():  # scores spread out (at initialisation all are 0.01: NMS would pick among ties)
+        plain.head.classification_head.cls_logits.weight.normal_(0, 0.2, generator=torch.Generator().manual_seed(2))
+        plain.head.classification_head.cls_logits.bias.fill_(-1.0)
+    with torch.no_grad():
+        assert detection_distance(plain(images([IMAGE]))[0], plain(images([IMAGE] + LARGER))[0]) > 1e-2
+    model = pass_image_sizes(plain)
+    assert model.transform.size_divisible == 128
+    with torch.no_grad():
+        alone = model(images([IMAGE]))[0]
+        batched = model(images([IMAGE] + LARGER))[0]
+    assert len(alone['boxes']) > 10 and detection_distance(alone, batched) <= 1e-4
+    model.train()
+    losses = model(images([IMAGE] + LARGER), targets([IMAGE] + LARGER))
+    assert set(losses) == {'classification', 'bbox_regression'} and all(torch.isfinite(v) for v in losses.values())
+
+
+def test_fcos_and_keypoint_rcnn_run_and_fcos_says_what_stays_padding_dependent():
+    with pytest.warns(UserWarning, match='FCOSHead normalises with GroupNorm'):
+        fcos = pass_image_sizes(FCOS(retinanet_backbone('inline_pvt_t'), 3, **RESIZE))
+    keypoints = pass_image_sizes(KeypointRCNN(backbone('inline_cswin_t'), num_classes=2, **RESIZE))
+    for model in (fcos, keypoints):
+        model.eval()
+        with torch.no_grad():
+            out = model(images([IMAGE] + LARGER))
+        assert len(out) == 3 and all(d['boxes'].shape[1] == 4 for d in out)
+    assert 'keypoints' in out[0]
+
+
+def test_pass_image_sizes_refuses_what_it_cannot_handle():
+    class Other(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone('inline_swin_t')
+
+    with pytest.raises(TypeError, match='Other is not one of the torchvision detectors'):
+        pass_image_sizes(Other())
+
+    class MyLevels(ExtraFPNBlock):
+        def forward(self, results, x, names):
+            return results + [results[-1][..., ::4, ::4]], names + ['p6']
+
+    with pytest.raises(TypeError, match='MyLevels, whose levels\' strides it does not know'):
+        pass_image_sizes(FasterRCNN(backbone('inline_swin_t', extra_blocks=MyLevels()), num_classes=2))
+
+
+def test_scripting_a_detector_is_refused_in_one_line():
+    with warnings.catch_warnings(), pytest.raises(TypeError, match='torch.jit.script of a model on an '
+                                                                     'InLineFPNBackbone is not supported') as info:
+        warnings.simplefilter('ignore', FutureWarning)  # torch 2.14 deprecates torch.jit.script
+        torch.jit.script(pass_image_sizes(FasterRCNN(backbone('inline_swin_t'), num_classes=2)))
+    assert '\n' not in str(info.value)

@@ -3,8 +3,10 @@
 
     python tools/convert_checkpoint.py inline_swin_t.pth checkpoints/inline_swin_t_backbone.pth
     python tools/convert_checkpoint.py inline://inline_swin_t checkpoints/inline_swin_t_backbone.pth
+    python tools/convert_checkpoint.py work_dirs/run/iter_400.pth backbone.safetensors
 
-The result loads through ``init_cfg=dict(type='Pretrained', checkpoint=...)`` exactly
+The source may also be one of this project's training checkpoints (its ``backbone.`` weights
+are taken). The result loads through ``init_cfg=dict(type='Pretrained', checkpoint=...)`` exactly
 like the original file (which loads directly too; converting only saves the work
 at every start and drops the classification head from the file).
 """
@@ -18,12 +20,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from inline_dense.checkpoint import CheckpointError  # noqa: E402
 from inline_dense.models.convert import convert_file  # noqa: E402
 
+try:  # this project's training checkpoints (mmengine Runner files) hold mmengine's HistoryBuffer, pickled with
+    import mmengine.logging  # noqa: F401,E402  getattr: importing it adds both to the allow-list, as the tools do
+except ImportError:  # no mmengine: such a file was written elsewhere; authors' files need nothing of it
+    pass
+
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...}): a path, "
                                     "inline://<variant> or an http(s) URL")
-    parser.add_argument('dst', help='where to write the backbone checkpoint')
+    parser.add_argument('dst', help='where to write the backbone checkpoint: a .safetensors name writes that '
+                                    'format (needs the safetensors package), any other a torch.save file')
     parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT', 'InLineCSwin'])
     parser.add_argument('--weights', default='auto', choices=['auto', 'model', 'ema'],
                         help="which weights to keep: 'auto' = the EMA weights if the file has them "

@@ -4,7 +4,10 @@ and report its validation mIoU (smp.metrics).
     python tools/train_smp_toy.py                          # UPerNet + small InLine-Swin, 150 s of training
     python tools/train_smp_toy.py --decoder FPN --variant inline_pvt_t --seconds 60
 
-The data (data/toy_ade) is generated on first use. See inline_dense/smp_toy.py.
+The data (data/toy_ade) is generated on first use. See inline_dense/smp_toy.py. Settings or data it
+cannot use (a time budget or learning rate that is not a finite number > 0, a batch of fewer than 2,
+an unknown decoder, a missing annotation, pictures of another size, fewer than 2 training images)
+end it with one line, exit status 1.
 """
 import argparse
 import json
@@ -26,14 +29,19 @@ def main(argv=None) -> dict:
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=int, default=None, help='torch threads (default: torch\'s)')
     args = parser.parse_args(argv)
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f'--threads {args.threads}: give 1 or more (or leave it out for torch\'s default)')
         torch.set_num_threads(args.threads)
 
-    from inline_dense.smp_toy import train_toy
+    from inline_dense.smp_toy import ToyRunError, train_toy
 
-    run = train_toy(args.root, decoder=args.decoder, variant=args.variant,
-                    encoder_kwargs=dict(drop_path_rate=0.0) if args.full_width else None,
-                    train_seconds=args.seconds, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    try:
+        run = train_toy(args.root, decoder=args.decoder, variant=args.variant,
+                        encoder_kwargs=dict(drop_path_rate=0.0) if args.full_width else None,
+                        train_seconds=args.seconds, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    except (ToyRunError, FileNotFoundError) as exc:  # bad settings or data: one line, no traceback
+        sys.exit(f'error: {exc}')
     result = dict(decoder=args.decoder, variant=args.variant, miou=round(run.miou, 4),
                   chance_miou=round(run.chance_miou, 4), class_iou={k: round(v, 4) for k, v in run.class_iou.items()},
                   epochs=run.epochs, steps=run.steps, train_seconds=round(run.train_seconds, 1),

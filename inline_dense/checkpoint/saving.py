@@ -6,11 +6,15 @@ complete new one. A full disk is reported as such: torch's zip writer turns the 
 underlying write into ``RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos``,
 so the writes are watched and the disk's own error is raised instead.
 ``check_output_path`` refuses, before anything is read or written, a destination that is a
-directory, lies in a missing directory, or is the source file itself (through any path or link).
+directory, lies in a missing directory, is the source file itself (through any path or link), or
+ends in ``.safetensors`` where the ``safetensors`` package is not installed.
+``save_converted`` writes the converter's output: a ``.safetensors`` file (tensors, and the meta
+as JSON strings in its header) for that extension, else ``torch.save``'s format; atomically both.
 """
 import errno
+import json
 import os
-from typing import IO, Any, Optional
+from typing import IO, Any, Dict, Mapping, Optional
 
 import torch
 
@@ -29,11 +33,32 @@ class DiskFullError(CheckpointError):
     """The disk (or the quota) ran out while a checkpoint was written; the destination is unchanged."""
 
 
+SAFETENSORS_SUFFIX = '.safetensors'
+
+
+def wants_safetensors(dst: PathLike) -> bool:
+    """Whether ``dst`` names a ``.safetensors`` file (any case)."""
+    return os.fspath(dst).lower().endswith(SAFETENSORS_SUFFIX)
+
+
+def _safetensors_save():
+    """safetensors' ``save`` (tensors -> bytes), or None where the package is not installed."""
+    try:
+        from safetensors.torch import save
+    except ImportError:
+        return None
+    return save
+
+
 def check_output_path(dst: PathLike, src: Optional[PathLike] = None) -> None:
     """Raises :class:`OutputPathError` when ``dst`` is a directory, its directory does not exist,
-    or it is the same file as ``src`` (compared by real path and by inode: another spelling, a
-    symlink and a hard link are all caught)."""
+    it is the same file as ``src`` (compared by real path and by inode: another spelling, a
+    symlink and a hard link are all caught), or it ends in ``.safetensors`` and the safetensors
+    package is missing."""
     dst = os.fspath(dst)
+    if wants_safetensors(dst) and _safetensors_save() is None:
+        raise OutputPathError(f'the output {dst} is a .safetensors file, which needs the safetensors package '
+                              f'(pip install safetensors); install it, or name the output .pth.')
     if os.path.isdir(dst):
         raise OutputPathError(f'the output {dst} is a directory; name a file in it, e.g. '
                               f'{os.path.join(dst, "backbone.pth")}.')
@@ -69,6 +94,40 @@ class _WatchedWriter:
         return self.f.tell()
 
 
+def save_converted(state: Mapping[str, torch.Tensor], meta: Dict[str, Any], dst: PathLike) -> None:
+    """The converter's output, atomically: ``{'state_dict': state, 'meta': meta}`` by ``torch.save``,
+    or, for a ``dst`` ending in ``.safetensors``, the tensors of ``state`` in safetensors' format
+    with each ``meta`` value as JSON in the file's metadata (shared or strided tensors are copied
+    first: safetensors stores each tensor's own contiguous data)."""
+    if not wants_safetensors(dst):
+        save_atomically({'state_dict': dict(state), 'meta': meta}, dst)
+        return
+    save = _safetensors_save()
+    if save is None:  # check_output_path says so before any work; this keeps the function safe alone
+        raise OutputPathError(f'writing {os.fspath(dst)} needs the safetensors package (pip install safetensors).')
+    data = save({k: v.detach().contiguous().clone() for k, v in state.items()},
+                metadata={k: json.dumps(v) for k, v in meta.items()})
+    _write_atomically(data, dst)
+
+
+def _write_atomically(data: bytes, dst: PathLike) -> None:
+    try:
+        with atomic_writer(dst) as f:
+            f.write(data)
+    except OSError as exc:
+        _raise_disk_full(exc, dst)
+        raise
+
+
+def _raise_disk_full(exc: OSError, dst: PathLike) -> None:
+    """Raises :class:`DiskFullError` for a write that ran out of space; returns for other errors."""
+    if exc.errno not in NO_SPACE:
+        return
+    kept = 'left unchanged' if os.path.exists(dst) else 'not created'
+    raise DiskFullError(f'no space left on device while writing {os.fspath(dst)} ({exc.strerror}); the file '
+                        f'was {kept}. Free space on that disk, or write the output to another one.') from exc
+
+
 def save_atomically(obj: Any, dst: PathLike) -> None:
     """``torch.save(obj, dst)``, atomically: ``dst`` is the complete new file or, after any error,
     exactly what it was before (no temporary file is left). Raises :class:`DiskFullError` (naming
@@ -83,8 +142,5 @@ def save_atomically(obj: Any, dst: PathLike) -> None:
                     raise watched.error from None
                 raise
     except OSError as exc:
-        if exc.errno not in NO_SPACE:
-            raise
-        kept = 'left unchanged' if os.path.exists(dst) else 'not created'
-        raise DiskFullError(f'no space left on device while writing {os.fspath(dst)} ({exc.strerror}); the file '
-                            f'was {kept}. Free space on that disk, or write the output to another one.') from exc
+        _raise_disk_full(exc, dst)
+        raise

@@ -5,7 +5,7 @@ authors' key layout (``convert_pretrained``)."""
 from typing import Tuple
 
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
-from ..checkpoint.saving import check_output_path, save_atomically
+from ..checkpoint.saving import check_output_path, save_converted
 from ..typing import StateDict
 from .inline_cswin import InLineCSwin
 from .inline_pvt import InLinePVT
@@ -44,7 +44,8 @@ def check_family(state: StateDict, backbone: str, source: str) -> str:
 def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = False,
                  weights: str = 'auto') -> Tuple[str, int, int]:
     """Reads ``src`` (authors' layout; a path, ``inline://<variant>`` or an http(s) URL), writes
-    ``{'state_dict': ..., 'meta': ...}`` to ``dst``.
+    ``{'state_dict': ..., 'meta': ...}`` to ``dst`` (a ``.safetensors`` ``dst``: the tensors, with
+    the meta in the file's header; see ``saving.save_converted``).
 
     ``weights``: 'auto' (EMA if the file has it) | 'model' | 'ema'. ``trusted`` unpickles
     arbitrary objects (see ``read_checkpoint``; rarely needed: configs and optimizer state load as
@@ -60,6 +61,6 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
         raise ValueError(f'unknown backbone {backbone!r}; use one of {sorted(classes)} or auto.')
     name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))
     converted, dropped = classes[name].convert_pretrained(state)
-    save_atomically({'state_dict': converted, 'meta': {'converted_from': str(src), 'backbone': name,
-                                                       'dropped': dropped, 'weights': which}}, dst)
+    save_converted(converted, {'converted_from': str(src), 'backbone': name, 'dropped': dropped, 'weights': which},
+                   dst)
     return name, len(converted), len(dropped)
