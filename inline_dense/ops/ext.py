@@ -12,6 +12,8 @@ Served:
   ``roi_align`` kernels (the same sampling as mmcv's); max in plain torch, with mmcv's
   bilinear sampling, its first-maximum rule and its argmax coordinates.
 - ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
+- ``ms_deform_attn_forward`` / ``ms_deform_attn_backward`` (DINO, Deformable DETR, Mask2Former):
+  one ``grid_sample`` over all levels at once (see :func:`_ms_deform_attn`), gradients by autograd.
 
 Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indices and class
 targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
@@ -39,7 +41,8 @@ CALLS: Counter = Counter()
 """How often each op was called in this process (a cheap record of what a run really uses)."""
 
 SERVED = ('nms', 'roi_align_forward', 'roi_align_backward', 'sigmoid_focal_loss_forward',
-          'sigmoid_focal_loss_backward', 'softmax_focal_loss_forward', 'softmax_focal_loss_backward')
+          'sigmoid_focal_loss_backward', 'softmax_focal_loss_forward', 'softmax_focal_loss_backward',
+          'ms_deform_attn_forward', 'ms_deform_attn_backward')
 
 HOW_TO_GET_COMPILED_OPS = (
     'Install mmcv 2.1.0 with its compiled ops instead of mmcv-lite: '
@@ -426,3 +429,143 @@ def softmax_focal_loss_backward(softmax: Tensor, target: Tensor, weight: Tensor,
         loss = _softmax_focal(F.log_softmax(logits, dim=1), target, weight, gamma, alpha).sum()
         grad, = torch.autograd.grad(loss, logits)
     grad_input.copy_(grad)
+
+
+# --------------------------------------------------------------------------------- multi-scale deformable attention
+def _check_ms_deform_attn(op: str, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                          sampling_locations: Tensor, attention_weights: Tensor, im2col_step: int) -> None:
+    """value (B, S, H, D); spatial_shapes (L, 2) int64 rows (h, w) with sum(h * w) == S;
+    level_start_index (L,) int64, the exclusive cumulative sum of h * w; sampling_locations
+    (B, Q, H, L, P, 2) floats; attention_weights (B, Q, H, L, P) floats, all on one device."""
+    _require(value.dim() == 4, f'{op}: value must be (batch, num_keys, num_heads, head_dims), got shape '
+             f'{tuple(value.shape)}')
+    _check_float(op, 'value', value)
+    batch, num_keys, heads, _ = value.shape
+    _require(spatial_shapes.dim() == 2 and spatial_shapes.shape[1] == 2 and spatial_shapes.shape[0] > 0,
+             f'{op}: spatial_shapes must be (num_levels, 2) rows of (h, w), got shape {tuple(spatial_shapes.shape)}')
+    levels = spatial_shapes.shape[0]
+    _require(sampling_locations.dim() == 6 and sampling_locations.shape[-1] == 2,
+             f'{op}: sampling_locations must be (batch, num_queries, num_heads, num_levels, num_points, 2), '
+             f'got shape {tuple(sampling_locations.shape)}')
+    batch_q, queries, heads_q, levels_q, points, _ = sampling_locations.shape
+    _require((batch_q, heads_q, levels_q) == (batch, heads, levels),
+             f'{op}: sampling_locations {tuple(sampling_locations.shape)} must have batch {batch}, num_heads '
+             f'{heads} (from value) and num_levels {levels} (from spatial_shapes)')
+    _require(tuple(attention_weights.shape) == (batch, queries, heads, levels, points),
+             f'{op}: attention_weights must have shape {(batch, queries, heads, levels, points)} to match '
+             f'sampling_locations, got {tuple(attention_weights.shape)}')
+    _check_float(op, 'sampling_locations', sampling_locations)
+    _check_float(op, 'attention_weights', attention_weights)
+    for name, t in (('sampling_locations', sampling_locations), ('attention_weights', attention_weights)):
+        _require(t.dtype == value.dtype, f'{op}: {name} is {t.dtype} but value is {value.dtype}; '
+                 'cast them to one dtype (mmcv.ops casts them to value\'s)')
+    for name, t in (('spatial_shapes', spatial_shapes), ('level_start_index', level_start_index)):
+        _require(t.dtype == torch.long, f'{op}: {name} must be int64, got {t.dtype}; use .long()')
+    _check_same_device(op, ('value', value), ('spatial_shapes', spatial_shapes),
+                       ('level_start_index', level_start_index), ('sampling_locations', sampling_locations),
+                       ('attention_weights', attention_weights))
+    _require(level_start_index.shape == (levels,), f'{op}: level_start_index must be (num_levels,) = '
+             f'({levels},) to match spatial_shapes, got shape {tuple(level_start_index.shape)}')
+    _require(int(im2col_step) > 0, f'{op}: im2col_step must be a positive integer, got {im2col_step}')
+    shapes = spatial_shapes.tolist()
+    _require(all(h > 0 and w > 0 for h, w in shapes), f'{op}: spatial_shapes must be positive, got {shapes}')
+    sizes = [h * w for h, w in shapes]
+    _require(sum(sizes) == num_keys, f'{op}: spatial_shapes {shapes} hold {sum(sizes)} positions but value has '
+             f'{num_keys} keys; value must be the levels flattened and concatenated')
+    starts = [sum(sizes[:i]) for i in range(levels)]
+    _require(level_start_index.tolist() == starts, f'{op}: level_start_index {level_start_index.tolist()} '
+             f'does not match spatial_shapes {shapes}; it must be {starts} (0, then the cumulative h * w)')
+
+
+def _ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                    sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+    """mmcv's multi-scale deformable attention with one ``grid_sample`` over all levels.
+
+    The levels are scattered (one ``index_copy``) into a zero canvas of the largest level's
+    height and width, and each level's normalised locations are rescaled to that canvas: a
+    location outside a level then reads the canvas's zeros, as ``grid_sample``'s zero padding
+    reads them at the level's own border, so the bilinear samples are the same.
+
+    Args:
+        value: (B, S, H, D), the L levels flattened (row-major) and concatenated along S.
+        spatial_shapes: (L, 2) int64 rows (h, w); level_start_index: (L,) int64.
+        sampling_locations: (B, Q, H, L, P, 2), (x, y) in [0, 1] of each level.
+        attention_weights: (B, Q, H, L, P).
+
+    Returns:
+        (B, Q, H * D).
+    """
+    batch, num_keys, heads, dims = value.shape
+    _, queries, _, levels, points, _ = sampling_locations.shape
+    level_h, level_w = spatial_shapes[:, 0], spatial_shapes[:, 1]
+    height, width = (int(v) for v in spatial_shapes.max(dim=0).values.tolist())
+    # canvas position of each key: level l, row y, column x -> l * height * width + y * width + x
+    key = torch.arange(num_keys, device=value.device)
+    level = torch.searchsorted(level_start_index, key, right=True) - 1
+    local = key - level_start_index[level]
+    place = level * (height * width) + (local // level_w[level]) * width + local % level_w[level]
+    canvas = value.new_zeros(batch * heads, levels * height * width, dims)
+    canvas = canvas.index_copy(1, place, value.transpose(1, 2).reshape(batch * heads, num_keys, dims))
+    # (B*H*L, D, height, width), a channels-last view: grid_sample takes it without a copy
+    canvas = canvas.view(batch * heads * levels, height, width, dims).permute(0, 3, 1, 2)
+    scale = torch.stack([level_w.to(value.dtype) / width, level_h.to(value.dtype) / height], dim=-1)  # (L, 2): x, y
+    grid = (2 * sampling_locations * scale[:, None] - 1).permute(0, 2, 3, 1, 4, 5)  # (B, H, L, Q, P, 2)
+    samples = F.grid_sample(canvas, grid.reshape(batch * heads * levels, queries, points, 2),
+                            mode='bilinear', padding_mode='zeros', align_corners=False)  # (B*H*L, D, Q, P)
+    samples = samples.view(batch, heads, levels, dims, queries * points)
+    weights = attention_weights.permute(0, 2, 3, 1, 4).reshape(batch, heads, levels, 1, queries * points)
+    out = (samples * weights).sum(2).view(batch, heads, dims, queries, points).sum(-1)  # (B, H, D, Q)
+    return out.permute(0, 3, 1, 2).reshape(batch, queries, heads * dims)
+
+
+def _ms_deform_attn_work_dtype(value: Tensor) -> torch.dtype:
+    # grid_sample has no CPU float16 kernel; bfloat16 runs in float32 for accuracy of the sums
+    return torch.float32 if value.dtype == torch.bfloat16 or (
+        value.dtype == torch.float16 and value.device.type == 'cpu') else value.dtype
+
+
+def ms_deform_attn_forward(value: Tensor, value_spatial_shapes: Tensor, value_level_start_index: Tensor,
+                           sampling_locations: Tensor, attention_weights: Tensor, *, im2col_step: int) -> Tensor:
+    """Multi-scale deformable attention, (B, Q, H * D): the same function as mmcv's
+    ``multi_scale_deformable_attn_pytorch`` (shapes in :func:`_ms_deform_attn`).
+
+    ``im2col_step`` (how many images compiled mmcv processes at once) is checked, then unused.
+    """
+    CALLS['ms_deform_attn_forward'] += 1
+    _check_ms_deform_attn('ms_deform_attn', value, value_spatial_shapes, value_level_start_index,
+                          sampling_locations, attention_weights, im2col_step)
+    work = _ms_deform_attn_work_dtype(value)
+    with torch.no_grad():
+        out = _ms_deform_attn(value.to(work), value_spatial_shapes, value_level_start_index,
+                              sampling_locations.to(work), attention_weights.to(work))
+    return out.to(value.dtype)
+
+
+def ms_deform_attn_backward(value: Tensor, value_spatial_shapes: Tensor, value_level_start_index: Tensor,
+                            sampling_locations: Tensor, attention_weights: Tensor, grad_output: Tensor,
+                            grad_value: Tensor, grad_sampling_loc: Tensor, grad_attn_weight: Tensor, *,
+                            im2col_step: int) -> None:
+    """Adds the gradients w.r.t. value, sampling_locations and attention_weights into
+    ``grad_value`` (B, S, H, D), ``grad_sampling_loc`` (B, Q, H, L, P, 2) and ``grad_attn_weight``
+    (B, Q, H, L, P), given ``grad_output`` (B, Q, H * D). The forward is recomputed under autograd
+    (the compiled kernel also keeps nothing from its forward)."""
+    CALLS['ms_deform_attn_backward'] += 1
+    op = 'ms_deform_attn (backward)'
+    _check_ms_deform_attn(op, value, value_spatial_shapes, value_level_start_index, sampling_locations,
+                          attention_weights, im2col_step)
+    batch, _, heads, dims = value.shape
+    queries = sampling_locations.shape[1]
+    _check_out(op, 'grad_output', grad_output, (batch, queries, heads * dims))
+    _check_out(op, 'grad_value', grad_value, tuple(value.shape))
+    _check_out(op, 'grad_sampling_loc', grad_sampling_loc, tuple(sampling_locations.shape))
+    _check_out(op, 'grad_attn_weight', grad_attn_weight, tuple(attention_weights.shape))
+    _check_float(op, 'grad_output', grad_output)
+    _check_same_device(op, ('value', value), ('grad_output', grad_output), ('grad_value', grad_value),
+                       ('grad_sampling_loc', grad_sampling_loc), ('grad_attn_weight', grad_attn_weight))
+    work = _ms_deform_attn_work_dtype(value)
+    with torch.enable_grad():
+        inputs = [t.detach().to(work).requires_grad_(True) for t in (value, sampling_locations, attention_weights)]
+        out = _ms_deform_attn(inputs[0], value_spatial_shapes, value_level_start_index, inputs[1], inputs[2])
+        grads = torch.autograd.grad(out, inputs, grad_output.to(work))
+    for buffer, grad in zip((grad_value, grad_sampling_loc, grad_attn_weight), grads):
+        buffer.add_(grad.to(buffer.dtype))

@@ -1,0 +1,8 @@
+_base_ = [
+    '../_base_/recipes/mask2former_inline_8xb2-160k_ade20k-512x512.py',
+    '../_base_/backbones/inline-swin-s.py',
+]
+
+model = dict(
+    backbone=dict(_base_.inline_backbone, drop_path_rate=0.3, window_size=7),
+    decode_head=dict(in_channels=_base_.inline_channels))
