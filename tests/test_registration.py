@@ -36,8 +36,10 @@ PROBE = textwrap.dedent('''
                     out[f'{module}.{registry}:{name}'] = None if cls is None else f'{cls.__module__}.{cls.__name__}'
         loader = CheckpointLoader._schemes.get('inline://')
         out['CheckpointLoader:inline://'] = None if loader is None else f'{loader.__module__}.{loader.__name__}'
-        out['safe_globals'] = sorted(f'{g.__module__}.{g.__qualname__}'
-                                     for g in torch.serialization.get_safe_globals() if hasattr(g, '__qualname__'))
+        # an entry is a class or (object, the name pickles give it)
+        out['safe_globals'] = sorted(g[1] if isinstance(g, tuple) else f'{g.__module__}.{g.__qualname__}'
+                                     for g in torch.serialization.get_safe_globals()
+                                     if isinstance(g, tuple) or hasattr(g, '__qualname__'))
         return out
 
     OURS = json.loads(sys.argv[1])

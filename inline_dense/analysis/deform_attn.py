@@ -1,7 +1,7 @@
 """Time and memory of the stand-in's multi-scale deformable attention against mmcv's
 ``multi_scale_deformable_attn_pytorch``: one forward + backward at a DINO-like layout.
 
-    python -m inline_dense.ops.deform_attn_bench [--height 512 --width 512 --device cpu --runs 3]
+    python -m inline_dense.analysis.deform_attn [--height 512 --width 512 --device cpu --runs 3]
 
 The layout is DINO-4scale's encoder for an image of ``height`` x ``width``: levels at strides
 8, 16, 32, 64, 8 heads of 32 channels, 4 points per level, every key a query. Each
@@ -18,6 +18,8 @@ import time
 from typing import Dict, List
 
 import torch
+
+from .. import openmmlab  # noqa: F401  (serves mmcv._ext with the stand-in before mmcv.ops is imported)
 
 IMPLS = ('pure', 'stand-in')
 
@@ -56,7 +58,6 @@ def _rss_mib() -> float:
 def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int = 3) -> Dict[str, float]:
     """In THIS process: median seconds of ``runs`` forward + backward steps (after one warm-up)
     and the peak memory in MiB above what the inputs took (CPU: resident; CUDA: allocator)."""
-    import inline_dense.openmmlab  # noqa: F401  (the mmcv._ext stand-in)
     inputs = dino_inputs(height, width, device=device)
     if device.startswith('cuda'):
         torch.cuda.synchronize()
@@ -82,7 +83,7 @@ def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int =
 
 def measure_in_subprocess(impl: str, height: int, width: int, device: str, runs: int) -> Dict[str, float]:
     """:func:`measure` in a fresh interpreter (its own peak memory)."""
-    code = ('import json, sys; from inline_dense.ops.deform_attn_bench import measure; '
+    code = ('import json, sys; from inline_dense.analysis.deform_attn import measure; '
             f'print(json.dumps(measure({impl!r}, {height}, {width}, {device!r}, {runs})))')
     out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
