@@ -111,7 +111,7 @@ def test_a_6000x200_picture_through_the_inferencers(config, tmp_path):
         from mmseg.registry import DATASETS, MODELS
     else:
         from mmdet.registry import DATASETS, MODELS
-    import inline_dense.toy_data.datasets  # noqa: F401  (the toy datasets' meta)
+    import inline_dense.openmmlab.toy_datasets  # noqa: F401  (the toy datasets' meta)
     meta = {'dataset_meta': dict(DATASETS.get(cfg.test_dataloader.dataset.type).METAINFO)}
     weights = tmp_path / 'model.pth'
     torch.save({'meta': meta, 'state_dict': MODELS.build(cfg.model).state_dict()}, weights)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers import build_tiny
-from inline_dense.engine import enable_padding_mask, image_shapes, padded_batch
+from inline_dense.openmmlab.engine import enable_padding_mask, image_shapes, padded_batch
 
 STRIDES = (4, 8, 16, 32)
 TOL = 1e-4

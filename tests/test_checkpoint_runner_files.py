@@ -18,7 +18,7 @@ from mmengine.runner import Runner
 from torch import nn
 
 import inline_dense.openmmlab  # noqa: F401  (installs the allow-list)
-from inline_dense.checkpoint import mmengine_types
+from inline_dense.openmmlab import mmengine_types
 
 needs_new_torch = pytest.mark.skipif(not mmengine_types.needs_allow_list(torch.__version__),
                                      reason='torch < 2.6 does not default to weights_only=True')
@@ -261,7 +261,7 @@ def test_numpy1_module_paths_load(tmp_path):
 
 
 def test_allow_list_is_idempotent_and_narrow():
-    allowed = inline_dense.checkpoint.mmengine_types.allow_mmengine_checkpoint_types()
+    allowed = inline_dense.openmmlab.mmengine_types.allow_mmengine_checkpoint_types()
     assert allowed == mmengine_types.needs_allow_list(torch.__version__)
     before = set(torch.serialization.get_safe_globals())
     mmengine_types.allow_mmengine_checkpoint_types()

@@ -96,10 +96,10 @@ def test_merged_config_is_unchanged(path: Path):
 
 
 def test_only_the_named_import_is_renamed():
-    old = {'custom_imports': {'imports': ['inline_dense', 'inline_dense.toy_data.datasets'],
+    old = {'custom_imports': {'imports': ['inline_dense', 'inline_dense.openmmlab.toy_datasets'],
                               'allow_failed_imports': False}, 'x': 1}
     assert with_renamed_imports(old) == {
-        'custom_imports': {'imports': ['inline_dense.openmmlab', 'inline_dense.toy_data.datasets'],
+        'custom_imports': {'imports': ['inline_dense.openmmlab', 'inline_dense.openmmlab.toy_datasets'],
                            'allow_failed_imports': False}, 'x': 1}
     assert with_renamed_imports({'x': 1}) == {'x': 1}
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mmengine.config import Config
 
-from inline_dense.engine.dataset_checks import DatasetCheckError, annotation_counts, check_dataset_and_heads
-from inline_dense.engine.launch import setup_codebase
+from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, annotation_counts, check_dataset_and_heads
+from inline_dense.openmmlab.engine.launch import setup_codebase
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'

@@ -7,15 +7,22 @@ at the top of a file: a function-level import hides a cycle, it does not remove 
 
 Layers, top-down (a subpackage imports only from the layers below its own): the tools (outside the
 package), then ``analysis`` (measuring) and ``deploy`` (exporting), which borrow nothing from each
-other, then ``runtime`` (a model from a config, switching the InLine evaluation: what both run), then
-``openmmlab`` (the adapter: registration, ``init_cfg``, the hooks' and checkpoint types' installation),
-then the ecosystem adapters (``smp_toy`` > ``smp`` > ``timm`` / ``torchvision_detection``), then
-``engine`` / ``toy_data`` (training pieces, toy datasets), then ``models``, then ``checkpoint``
-(reading, finding and downloading checkpoints knows nothing about models), then the leaves ``typing``
-and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of its siblings.
+other, then ``openmmlab`` (the adapter: everything that imports mmengine, mmcv, mmdet or mmseg:
+registration, ``init_cfg``, the engine hooks and tools' pieces, the checkpoint types' installation, the
+toy datasets, a whole model from a config), then the ecosystem adapters (``smp_toy`` > ``smp`` >
+``timm`` / ``torchvision_detection``), then ``runtime`` / ``toy_data`` (switching the InLine evaluation,
+output tensors; toy datasets on disk), then ``models``, then ``checkpoint`` (reading, finding and
+downloading checkpoints knows nothing about models), then the leaves ``typing`` and ``ops``.
+Only ``openmmlab`` and the two floors above it import an OpenMMLab package, directly or through
+another module, at module level or inside a function. ``python tests/test_import_layers.py`` prints
+each subpackage's imports of its siblings.
 """
 import ast
+import json
+import os
+import subprocess
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, Iterator, List, NamedTuple, Optional, Set
@@ -26,12 +33,11 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1] / 'inline_dense'
 
 LAYERS = [
     {'analysis', 'deploy'},
-    {'runtime'},
     {'openmmlab'},
     {'smp_toy'},  # the ecosystem adapters (timm, smp, torchvision) sit above the models they wrap
     {'smp'},
     {'timm', 'torchvision_detection'},
-    {'engine', 'toy_data'},
+    {'runtime', 'toy_data'},
     {'models'},
     {'checkpoint'},
     {'typing', 'ops', 'warning_filters'},
@@ -235,41 +241,125 @@ def upward_imports(edges: List[Edge]) -> List[Edge]:
 
 def test_subpackages_import_only_lower_layers(edges):
     upward = upward_imports(edges)
-    assert not upward, ('imports that do not go down the layers (analysis/deploy > runtime > openmmlab > '
-                        'smp_toy > smp > timm/torchvision_detection > engine/toy_data > models > checkpoint > '
+    assert not upward, ('imports that do not go down the layers (analysis/deploy > openmmlab > smp_toy > smp > '
+                        'timm/torchvision_detection > runtime/toy_data > models > checkpoint > '
                         'typing/ops):\n' + listing(upward))
 
 
 # The torch-only core: what ``from inline_dense.models import InLineSwin`` and the checkpoint
 # loading run. It imports no third-party package but torch and numpy's: not OpenMMLab, not timm, not
-# the adapter (``openmmlab`` is above it in LAYERS). The two named files serve the adapter and import
-# mmengine only inside the functions it calls (and the core's reading tolerates its absence).
+# the adapter (``openmmlab`` is above it in LAYERS), not even inside a function.
 CORE = ('', 'models', 'checkpoint', 'typing')
 NOT_IN_CORE = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
-CORE_FUNCTION_LEVEL_MMENGINE = ('inline_dense.checkpoint.mmengine_types', 'inline_dense.checkpoint.mmengine_scheme')
+OPENMMLAB = ('mmengine', 'mmcv', 'mmdet', 'mmseg')
+# the adapter, and the two floors that run whole OpenMMLab models through it
+MAY_IMPORT_OPENMMLAB = ('openmmlab', 'deploy', 'analysis')
+_IMPORT_CALLS = ('import_module', '__import__')
+
+
+def _literal_prefix(node: ast.AST) -> Optional[str]:
+    """The constant text of a string argument: all of ``'a.b'``, the start of ``f'a.{x}'``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    return None
+
+
+def dynamic_imports(tree: ast.AST) -> Iterator[tuple]:
+    """(line, module name) of ``importlib.import_module('x')`` / ``__import__('x')`` with a literal name."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
+            name = _literal_prefix(node.args[0]) if called in _IMPORT_CALLS else None
+            if name:
+                yield node.lineno, name
 
 
 def third_party_imports(package_dir: Path) -> List[tuple]:
-    """(module, imported top-level name, line, inside a function) of every absolute import."""
+    """(module, imported top-level name, line, inside a function) of every absolute import, and of
+    every ``importlib.import_module`` / ``__import__`` of a literal name (counted as inside a function)."""
     root = package_dir.name
     out = []
     for name, path in module_files(package_dir).items():
-        for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node, in_function in _imports(tree):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             else:
                 names = [node.module] if node.module and not node.level else []
             out += [(name, n.split('.')[0], node.lineno, in_function) for n in names if n.split('.')[0] != root]
+        out += [(name, n.split('.')[0], line, True) for line, n in dynamic_imports(tree)
+                if n.split('.')[0] not in (root, '')]
     return out
 
 
 def test_the_core_imports_neither_openmmlab_nor_timm():
     found = [f'{module}:{line} imports {top}' + (' (inside a function)' if in_function else '')
              for module, top, line, in_function in third_party_imports(PACKAGE_DIR)
-             if subpackage(module) in CORE and top in NOT_IN_CORE
-             and not (module in CORE_FUNCTION_LEVEL_MMENGINE and top == 'mmengine' and in_function)]
+             if subpackage(module) in CORE and top in NOT_IN_CORE]
     assert not found, ('the torch-only core (inline_dense, .models, .checkpoint, .typing) must import none of '
                        f'{NOT_IN_CORE}; move it to inline_dense.openmmlab:\n' + '\n'.join(found))
+
+
+def openmmlab_reach(package_dir: Path) -> List[str]:
+    """For each module outside :data:`MAY_IMPORT_OPENMMLAB` that imports an OpenMMLab package, itself
+    or through the modules it imports (at any depth, function-level imports included): the chain."""
+    direct: Dict[str, tuple] = {}
+    for module, top, line, in_function in third_party_imports(package_dir):
+        if top in OPENMMLAB and module not in direct:
+            direct[module] = (top, line, in_function)
+    graph: Dict[str, List[Edge]] = defaultdict(list)
+    for edge in import_edges(package_dir):
+        graph[edge.source].append(edge)
+    found = []
+    for start in module_files(package_dir):
+        if subpackage(start) in MAY_IMPORT_OPENMMLAB:
+            continue
+        came: Dict[str, Optional[Edge]] = {start: None}
+        frontier = [start]
+        while frontier and not any(m in direct for m in frontier):
+            frontier = [e.target for m in frontier for e in graph[m] if e.target not in came
+                        and came.setdefault(e.target, e) is e]
+        hit = next((m for m in frontier if m in direct), None)
+        if hit is None:
+            continue
+        chain, node = [], hit
+        while came[node] is not None:
+            chain.insert(0, f'imports {node} [{came[node].where()}]')
+            node = came[node].source
+        top, line, in_function = direct[hit]
+        where = ' (inside a function)' if in_function else ''
+        found.append(' '.join([start, *chain, f'which imports {top} at line {line}{where}']))
+    return found
+
+
+def test_only_the_adapter_and_its_two_floors_import_openmmlab():
+    """Outside ``openmmlab``, ``deploy`` and ``analysis``, no module imports mmengine, mmcv, mmdet or
+    mmseg, at any depth: not itself, not inside a function, not through another module of the package."""
+    found = openmmlab_reach(PACKAGE_DIR)
+    assert not found, (f'modules outside inline_dense.{{{",".join(MAY_IMPORT_OPENMMLAB)}}} that import OpenMMLab '
+                       '(move the OpenMMLab part into inline_dense/openmmlab/):\n  ' + '\n  '.join(found))
+
+
+def test_importing_the_rest_of_the_package_loads_no_openmmlab_module():
+    """The same, as Python sees it: importing every module outside the adapter and its two floors
+    (``models``, ``checkpoint``, ``ops``, the timm / smp / torchvision adapters, ...) loads none of
+    mmengine, mmcv, mmdet, mmseg (which are installed here)."""
+    names = sorted(m for m in module_files(PACKAGE_DIR) if subpackage(m) not in MAY_IMPORT_OPENMMLAB)
+    code = textwrap.dedent('''
+        import importlib, json, sys
+        for name in sys.argv[1:]:
+            importlib.import_module(name)
+        print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in %r)))
+    ''') % (OPENMMLAB,)
+    done = subprocess.run([sys.executable, '-c', code, *names], cwd=PACKAGE_DIR.parent, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, 'PYTHONPATH': str(PACKAGE_DIR.parent)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(names) > 20 and not loaded, (f'importing {len(names)} modules loaded OpenMMLab modules: '
+                                            f'{loaded[:20]}')
 
 
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
@@ -351,6 +441,27 @@ def test_deploy_borrowing_from_analysis_is_refused(tmp_path):
     })
     found = {(e.source, e.target) for e in upward_imports(import_edges(pkg))}
     assert found == {('pkg.deploy.models', 'pkg.analysis'), ('pkg.deploy.models', 'pkg.analysis.zoo')}
+
+
+def test_an_openmmlab_import_reached_through_another_module_is_found(tmp_path):
+    """A function-level ``import mmcv`` two modules down, and ``importlib.import_module('mmdet.x')``,
+    are found and the chain named; the adapter itself may import them."""
+    pkg = _package(tmp_path, {
+        '__init__.py': '',
+        'ops/__init__.py': 'import importlib\n\ndef ext():\n    return importlib.import_module(f"mmdet.{1}")\n',
+        'models/__init__.py': 'from .layers import f\n',
+        'models/layers.py': 'def f():\n    import mmcv.ops\n',
+        'timm.py': 'from .models import f\n',
+        'openmmlab/__init__.py': 'import mmengine\nfrom ..models import f\n',
+    })
+    found = sorted(openmmlab_reach(pkg))
+    assert found == [
+        'pkg.models imports pkg.models.layers [pkg/models/__init__.py:1 (at module level)] '
+        'which imports mmcv at line 2 (inside a function)',
+        'pkg.models.layers which imports mmcv at line 2 (inside a function)',
+        'pkg.ops which imports mmdet at line 4 (inside a function)',
+        'pkg.timm imports pkg.models [pkg/timm.py:1 (at module level)] imports pkg.models.layers '
+        '[pkg/models/__init__.py:1 (at module level)] which imports mmcv at line 2 (inside a function)'], found
 
 
 def test_an_alias_defined_again_is_found(tmp_path):

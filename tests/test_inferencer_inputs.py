@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import inline_dense.openmmlab  # noqa: F401  (the backbones and the guards)
-from inline_dense.engine.image_guards import UnreadableImageError
+from inline_dense.openmmlab.engine.image_guards import UnreadableImageError
 
 ROOT = Path(__file__).resolve().parents[1]
 DET = str(ROOT / 'configs' / 'toy' / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')

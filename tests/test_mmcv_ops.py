@@ -25,7 +25,7 @@ DEVICES = ['cpu'] + (['cuda'] if torch.cuda.is_available() else [])
 
 
 def _stand_in() -> bool:
-    from inline_dense.ops import uses_stand_in
+    from inline_dense.openmmlab.mmcv_ops import uses_stand_in
     return uses_stand_in()
 
 
@@ -41,7 +41,7 @@ def test_mmcv_without_ops_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
 
     import mmcv
 
-    from inline_dense.ops import mmcv_ext, uses_stand_in
+    from inline_dense.openmmlab.mmcv_ops import mmcv_ext, uses_stand_in
     dist, = set(importlib.metadata.packages_distributions()['mmcv'])
     lock = 'lock-onedl.txt' if dist.startswith('onedl') else 'lock.txt'
     pins = dict(re.findall(r'^([A-Za-z0-9._-]+)==([^\s;\\]+)', (ROOT / 'requirements' / lock).read_text(), re.M))
@@ -178,7 +178,7 @@ def test_softmax_focal_loss_matches_its_formula():
 def test_an_op_without_a_stand_in_says_which_and_how_to_get_it():
     from mmcv.ops import box_iou_rotated
 
-    from inline_dense.ops import mmcv_ext
+    from inline_dense.openmmlab.mmcv_ops import mmcv_ext
     with pytest.raises(mmcv_ext().MissingCompiledOpError, match=r"'box_iou_rotated'.*MMCV=full"):
         box_iou_rotated(torch.rand(2, 5), torch.rand(2, 5))
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import inline_dense.openmmlab  # noqa: F401  (installs the mmcv._ext finder)
-from inline_dense.ops import mmcv_ext
+from inline_dense.openmmlab.mmcv_ops import mmcv_ext
 
 pytestmark = pytest.mark.skipif(not getattr(mmcv_ext(), 'IS_STAND_IN', False),
                                 reason='a test of the mmcv-lite stand-in; compiled mmcv here')

@@ -10,7 +10,7 @@ import inline_dense.openmmlab  # noqa: F401  (installs the mmcv._ext finder)
 
 
 def _ext():
-    from inline_dense.ops import mmcv_ext
+    from inline_dense.openmmlab.mmcv_ops import mmcv_ext
     return mmcv_ext()
 
 

@@ -8,8 +8,8 @@ import torch
 from reference_models import authors_checkpoint, build_reference_backbone
 
 from inline_dense.checkpoint.finite import NonFiniteWeightsError, nonfinite_tensors
-from inline_dense.engine import CheckpointFitHook
-from inline_dense.engine.launch import run_tool
+from inline_dense.openmmlab.engine import CheckpointFitHook
+from inline_dense.openmmlab.engine.launch import run_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 RETINANET_TOY = str(ROOT / 'configs' / 'toy' / 'retinanet_inline-pvt-mini_fpn_toy-coco.py')

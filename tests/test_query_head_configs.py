@@ -128,7 +128,7 @@ def test_a_training_step_runs_on_the_stand_in_ops(name, monkeypatch):
     """The compiled-op path (as on CUDA): every op the step calls is one the stand-in serves."""
     import mmcv.ops.multi_scale_deform_attn as msda
 
-    from inline_dense.ops import mmcv_ext
+    from inline_dense.openmmlab.mmcv_ops import mmcv_ext
     ext = mmcv_ext()
     if not getattr(ext, 'IS_STAND_IN', False):
         pytest.skip('compiled mmcv here')

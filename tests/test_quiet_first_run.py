@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, {str(ROOT / 'tools')!r})
 sys.argv = ['demo_toy.py']
 import demo_toy
-from inline_dense.engine.launch import build_runner, load_config, setup_codebase
+from inline_dense.openmmlab.engine.launch import build_runner, load_config, setup_codebase
 cfg = load_config(demo_toy.DEFAULT_CONFIG)
 setup_codebase(cfg)
 cfg.work_dir = {str(work_dir)!r}
@@ -84,7 +84,7 @@ def test_the_run_logger_drops_mmengine_file_client_notices_only(tmp_path):
 
 
 def test_the_tools_runner_has_the_filter(tmp_path, toy_dir, monkeypatch):
-    from inline_dense.engine.launch import build_runner, load_config, setup_codebase
+    from inline_dense.openmmlab.engine.launch import build_runner, load_config, setup_codebase
     monkeypatch.chdir(toy_dir)
     cfg = load_config(str(ROOT / 'configs/toy/fpn_inline-pvt-mini_toy-ade.py'))
     setup_codebase(cfg)

@@ -48,8 +48,8 @@ PROBE = textwrap.dedent('''
     first = state()
     import inline_dense.openmmlab
     importlib.import_module('inline_dense.openmmlab')
-    from inline_dense.checkpoint import register_mmengine_scheme
-    from inline_dense.checkpoint.mmengine_types import allow_mmengine_checkpoint_types
+    from inline_dense.openmmlab.mmengine_scheme import register_mmengine_scheme
+    from inline_dense.openmmlab.mmengine_types import allow_mmengine_checkpoint_types
     allow_mmengine_checkpoint_types()
     register_mmengine_scheme()
     print(json.dumps(dict(first=first, again=state())))

@@ -10,8 +10,8 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from inline_dense.engine import CheckpointMismatch
-from inline_dense.engine.resume_checks import ResumeError, config_changes
+from inline_dense.openmmlab.engine import CheckpointMismatch
+from inline_dense.openmmlab.engine.resume_checks import ResumeError, config_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 RETINANET_TOY = str(ROOT / 'configs' / 'toy' / 'retinanet_inline-pvt-mini_fpn_toy-coco.py')

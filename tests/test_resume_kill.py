@@ -39,7 +39,7 @@ def build_runner(work_dir: str, resume: bool, plain: bool, seed=0):
     from torch import nn
     from torch.utils.data import Dataset
 
-    import inline_dense.engine  # noqa: F401  (registers the hooks)
+    import inline_dense.openmmlab.engine  # noqa: F401  (registers the hooks)
     from inline_dense.models import InLineSwin
 
     class Net(BaseModel):
@@ -163,7 +163,7 @@ def _train_tool(argv) -> None:
 
 
 # conftest installs the suite's mmengine caches (tests/mmengine_caches.py): they serve every forked run too
-_PRELOAD = ['torch', 'mmengine.runner', 'mmengine.evaluator', 'mmengine.model', 'inline_dense.engine',
+_PRELOAD = ['torch', 'mmengine.runner', 'mmengine.evaluator', 'mmengine.model', 'inline_dense.openmmlab.engine',
             'inline_dense.models', 'conftest', 'helpers', __name__]
 
 
@@ -236,7 +236,7 @@ def test_killed_run_resumes_to_the_same_weights_and_metric(reference, tmp_path):
 
 @pytest.mark.slow
 def test_kill_during_checkpoint_write_leaves_a_good_latest_checkpoint(reference, tmp_path):
-    from inline_dense.engine import is_complete_checkpoint
+    from inline_dense.openmmlab.engine import is_complete_checkpoint
     train(tmp_path, '--kill-in-write', '8', expect_kill=True)
     latest = pointer(tmp_path)
     assert latest.endswith('iter_4.pth') and is_complete_checkpoint(latest)
@@ -285,7 +285,7 @@ def test_without_reseeding_a_resumed_run_differs(reference, tmp_path):
 
 
 def test_checkpoint_helpers(tmp_path):
-    from inline_dense.engine import atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
+    from inline_dense.openmmlab.engine import atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
     for i in (1, 2, 3):
         torch.save({'w': torch.ones(3) * i}, tmp_path / f'iter_{i}.pth')
     data = (tmp_path / 'iter_3.pth').read_bytes()
@@ -307,7 +307,7 @@ def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
 
     from mmengine.logging import MMLogger
 
-    from inline_dense.engine.randomness import RNG_KEY
+    from inline_dense.openmmlab.engine.randomness import RNG_KEY
     torch.set_num_threads(1)
     first = build_runner(str(tmp_path), False, False, seed=None)
     first.train()
@@ -323,7 +323,7 @@ def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
 
 
 def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
-    from inline_dense.engine import atomic_write_text
+    from inline_dense.openmmlab.engine import atomic_write_text
     (tmp_path / 'last_checkpoint').mkdir()  # os.replace onto a directory fails
     with pytest.raises(OSError):
         atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
@@ -331,7 +331,7 @@ def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
 
 
 def test_derived_seeds_depend_on_step_and_rank():
-    from inline_dense.engine import derived_seed
+    from inline_dense.openmmlab.engine import derived_seed
     seeds = {derived_seed(0, 'iter', i) for i in range(100)}
     assert len(seeds) == 100
     assert derived_seed(0, 'iter', 5) == derived_seed(0, 'iter', 5) != derived_seed(0, 'iter', 5, rank=1)
@@ -394,7 +394,7 @@ def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
     make_toy_coco(str(tmp_path / 'data' / 'toy_coco'), num_train=8, num_val=3, image_size=64)
     (tmp_path / 'killer.py').write_text(KILLER)
     base = osp.join(ROOT, 'configs', 'toy', TOY_CONFIG)
-    imports = list(Config.fromfile(base).custom_imports['imports']) + ['inline_dense.engine', 'killer']
+    imports = list(Config.fromfile(base).custom_imports['imports']) + ['inline_dense.openmmlab.engine', 'killer']
     config = tmp_path / 'reliable.py'
     config.write_text(f'''_base_ = {base!r}
 custom_imports = dict(imports={imports!r}, allow_failed_imports=False)

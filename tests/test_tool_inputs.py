@@ -14,7 +14,7 @@ from mmengine.config import Config
 
 import inline_dense.checkpoint.download as download_module
 from inline_dense.checkpoint import CheckpointError, DownloadError, read_checkpoint
-from inline_dense.engine.tool_inputs import ToolInputError, check_cfg_options, check_work_dir
+from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_cfg_options, check_work_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RETINANET_TOY = str(ROOT / 'configs' / 'toy' / 'retinanet_inline-pvt-mini_fpn_toy-coco.py')

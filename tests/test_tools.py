@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import import_tool
-from inline_dense.engine import launch
+from inline_dense.openmmlab.engine import launch
 from inline_dense.toy_data import TOY_ADE_CLASSES, TOY_COCO_CLASSES, make_toy_ade, make_toy_coco, read_stamp
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,11 +14,16 @@ import pytest
 import torch
 
 from helpers import import_tool
-from inline_dense.engine import AtomicCheckpointHook, CheckpointFitHook, CheckpointMismatch, DeterministicResumeHook
-from inline_dense.engine.checkpointing import HookOptionError, own_checkpoint
-from inline_dense.engine.launch import MissingDatasetError, run_tool
-from inline_dense.engine.mmengine_compat import UnsupportedMmengine, check_mmengine_version, runner_private
-from inline_dense.engine.randomness import restore_rng_state, resume_exactness_problems, rng_state
+from inline_dense.openmmlab.engine import (
+    AtomicCheckpointHook,
+    CheckpointFitHook,
+    CheckpointMismatch,
+    DeterministicResumeHook,
+)
+from inline_dense.openmmlab.engine.checkpointing import HookOptionError, own_checkpoint
+from inline_dense.openmmlab.engine.launch import MissingDatasetError, run_tool
+from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine, check_mmengine_version, runner_private
+from inline_dense.openmmlab.engine.randomness import restore_rng_state, resume_exactness_problems, rng_state
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / 'configs' / 'toy'

@@ -16,7 +16,7 @@ import time
 from typing import List
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
-from inline_dense.engine.launch import REPO_ROOT, build_runner, load_config, setup_codebase
+from inline_dense.openmmlab.engine.launch import REPO_ROOT, build_runner, load_config, setup_codebase
 
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
 

@@ -11,8 +11,8 @@ import os.path as osp
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
-from inline_dense.engine.launch import (
+from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
+from inline_dense.openmmlab.engine.launch import (
     MissingDatasetError,
     adapt_to_cpu,
     build_runner,
@@ -23,8 +23,8 @@ from inline_dense.engine.launch import (
     set_local_rank,
     setup_codebase,
 )
-from inline_dense.engine.mmengine_compat import UnsupportedMmengine
-from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
+from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
 
 USER_ERRORS = (CheckpointError, DatasetCheckError, MissingDatasetError, ToolInputError,
                UnsupportedMmengine)

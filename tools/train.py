@@ -18,14 +18,14 @@ import warnings
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
-from inline_dense.engine.checkpointing import (
+from inline_dense.openmmlab.engine.checkpointing import (
     HookOptionError,
     is_complete_checkpoint,
     newest_complete_checkpoint,
     own_checkpoint,
 )
-from inline_dense.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
-from inline_dense.engine.launch import (
+from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
+from inline_dense.openmmlab.engine.launch import (
     MissingDatasetError,
     adapt_to_cpu,
     build_runner,
@@ -36,17 +36,17 @@ from inline_dense.engine.launch import (
     set_local_rank,
     setup_codebase,
 )
-from inline_dense.engine.mmengine_compat import UnsupportedMmengine
-from inline_dense.engine.randomness import resume_exactness_problems, saved_seeds
-from inline_dense.engine.resume_checks import (
+from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
+from inline_dense.openmmlab.engine.randomness import resume_exactness_problems, saved_seeds
+from inline_dense.openmmlab.engine.resume_checks import (
     MissingResumeCheckpoint,
     ResumeError,
     config_changes,
     recorded_config,
     training_checkpoint,
 )
-from inline_dense.engine.tool_inputs import ToolInputError, check_work_dir
-from inline_dense.ops import uses_stand_in
+from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
+from inline_dense.openmmlab.mmcv_ops import uses_stand_in
 
 USER_ERRORS = (CheckpointError, HookOptionError, DatasetCheckError, MissingDatasetError, ToolInputError,
                UnsupportedMmengine)

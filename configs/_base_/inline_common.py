@@ -5,7 +5,7 @@
 # engine hooks below (the torch-only core, inline_dense.models, registers nothing).
 custom_imports = dict(imports=['inline_dense.openmmlab'], allow_failed_imports=False)
 
-# Reliability (inline_dense.engine): padded tokens ignored by global attention, so an
+# Reliability (inline_dense.openmmlab.engine): padded tokens ignored by global attention, so an
 # image's features do not depend on its batch-mates; and a resumed run draws the same
 # random numbers as an uninterrupted one.
 custom_hooks = [dict(type='InLinePaddingMaskHook'), dict(type='DeterministicResumeHook')]

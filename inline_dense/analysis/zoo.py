@@ -3,7 +3,7 @@
 Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,m,l}`` are ours;
 ``swin-*`` / ``pvt-*`` are mmdet's softmax ``SwinTransformer`` (window 7) and
 ``PyramidVisionTransformer``. A config path gives a whole mmdet/mmseg model
-(:class:`inline_dense.runtime.ConfigModel`), labelled by the config's file name without extension.
+(:class:`inline_dense.openmmlab.config_model.ConfigModel`), labelled by the config's file name without extension.
 """
 import os
 import sys
@@ -13,7 +13,7 @@ from torch import nn
 
 from ..models import InLineCSwin, InLinePVT, InLineSwin
 from ..models.backbone_base import InLineBackboneBase
-from ..runtime import ConfigModel
+from ..openmmlab.config_model import ConfigModel
 
 DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
 

@@ -2,11 +2,11 @@
 and the inert :class:`PickledObject` that stands in for objects of any other class."""
 import builtins
 import pickle
-from typing import Any, Dict
+from typing import Any, Dict, Iterable, Tuple
 
 import torch
 
-from .mmengine_types import mmengine_safe_globals
+from .numpy_types import numpy_safe_globals
 
 # Modules (and their submodules) whose globals are never resolved, not even to a placeholder.
 DENIED_MODULES = frozenset({
@@ -24,6 +24,9 @@ DENIED_MODULES = frozenset({
     # (linecache); DeviceMesh / DTensor join process groups; the compilers and the hub run or fetch code
     'traceback', 'logging', 'warnings', 'tokenize', 'torch.distributed', 'torch._dynamo', 'torch._inductor',
     'torch.jit', 'torch.hub', 'torch.package', 'torch.utils.cpp_extension', 'torch.cuda', 'torch.multiprocessing'})
+# (object, 'module.Name') entries another library's adapter adds (:func:`add_allowed_globals`): the
+# OpenMMLab adapter adds mmengine's ``HistoryBuffer``, which this torch-only package does not import.
+_ADDED: Dict[str, Any] = {}
 # Safe builtins beyond torch's list: containers and scalars (calling them only builds data).
 _SAFE_BUILTINS = ('set', 'frozenset', 'complex', 'slice', 'bytearray', 'range', 'object', 'dict', 'list',
                   'tuple', 'int', 'float', 'str', 'bool', 'bytes')
@@ -96,9 +99,16 @@ def is_denied(module: str) -> bool:
     return any('.'.join(parts[:i]) in DENIED_MODULES for i in range(1, len(parts) + 1))
 
 
+def add_allowed_globals(entries: Iterable[Tuple[Any, str]]) -> None:
+    """Adds ``(object, 'module.Name')`` entries to :func:`allowed_globals` (idempotent); the
+    OpenMMLab adapter adds mmengine's checkpoint types (``inline_dense.openmmlab.mmengine_types``)."""
+    _ADDED.update({name: obj for obj, name in entries})
+
+
 def allowed_globals() -> Dict[str, Any]:
-    """'module.name' -> object: torch's own ``weights_only`` list, mmengine's checkpoint types
-    (``mmengine_types``), safe builtins.
+    """'module.name' -> object: torch's own ``weights_only`` list, the entries an adapter added
+    (:func:`add_allowed_globals`: mmengine's checkpoint types), numpy's arrays and scalars
+    (``numpy_types``), safe builtins.
 
     Globals other libraries add with ``torch.serialization.add_safe_globals`` are *not* taken over
     (torch.distributed adds ``traceback.FrameSummary``, which reads files): a class of theirs
@@ -113,9 +123,8 @@ def allowed_globals() -> Dict[str, Any]:
                             f'(torch._weights_only_unpickler._get_allowed_globals), so nothing beyond tensors can be '
                             f'read safely; install the torch of requirements/lock.txt') from exc
     out: Dict[str, Any] = dict(torch_allowed)  # vetted by torch (e.g. _codecs.encode only builds bytes)
-    for entry in mmengine_safe_globals():
-        obj, name = entry if isinstance(entry, tuple) else (entry, f'{entry.__module__}.{entry.__qualname__}')
-        out[name] = obj
+    out.update(_ADDED)
+    out.update({name: obj for obj, name in numpy_safe_globals()})
     out.update({f'builtins.{n}': getattr(builtins, n) for n in _SAFE_BUILTINS})
     out['copyreg._reconstructor'] = _reconstructor_stand_in
     return out

@@ -11,9 +11,9 @@ Contract (what a pickle may do here):
 
 - A global (GLOBAL / STACK_GLOBAL / INST / EXT*) resolves to a *real* object only if it is on
   the allow-list: torch's own ``weights_only`` allow-list (tensor/storage rebuild functions,
-  dtypes, ``OrderedDict`` ...), the globals registered with ``torch.serialization.add_safe_globals``
-  (mmengine's types, see ``mmengine_types``), plain builtin containers and ``copyreg._reconstructor``
-  (replaced by an inert stand-in). Nothing is ever imported.
+  dtypes, ``OrderedDict`` ...), numpy's arrays and scalars, the globals an adapter added
+  (``pickle_policy.add_allowed_globals``: mmengine's types, from ``inline_dense.openmmlab.mmengine_types``),
+  plain builtin containers and ``copyreg._reconstructor`` (replaced by an inert stand-in). Nothing is ever imported.
 - Any global of a module that can run code or touch the system (``os``, ``posix``, ``subprocess``,
   ``builtins``, ``sys``, ``importlib``, ``pickle``, ``ctypes``, ``socket`` ... see
   ``pickle_policy.DENIED_MODULES``) is refused at once, as is any global that is, in a module already imported

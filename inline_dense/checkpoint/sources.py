@@ -14,7 +14,7 @@ The cache (``$INLINE_DENSE_CACHE/checkpoints``, default ``~/.cache/inline_dense/
 each file after its URL alone (:func:`cache_name`: readable stem + hash of the URL), so no server
 header and no other URL can take a file's place. Every use checks the file against its record
 (URL, sha256). The second use of a name or URL makes no request and takes no lock, so a read-only
-cache serves what it holds. ``loading.register_mmengine_scheme`` makes
+cache serves what it holds. ``inline_dense.openmmlab.mmengine_scheme`` makes
 ``mmengine.runner.load_checkpoint(model, 'inline://...')`` work too.
 """
 import contextlib

@@ -4,7 +4,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from torch import nn
 
 from ..checkpoint.loading import CheckpointError, compare, read_checkpoint, select_weights
-from ..runtime import ConfigModel, inline_layers
+from ..openmmlab.config_model import ConfigModel
+from ..runtime import inline_layers
 from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling, replace_float_upsampling
 
 

@@ -10,14 +10,14 @@ registries):
    children and find them): ``MODELS``: ``InLineSwin``, ``InLinePVT``, ``InLineCSwin``
    (:mod:`.backbones`: the core backbones with ``init_cfg`` and ``init_weights()``); ``HOOKS``:
    ``InLinePaddingMaskHook``, ``AtomicCheckpointHook``, ``DeterministicResumeHook``,
-   ``CheckpointFitHook``; ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`inline_dense.engine`).
+   ``CheckpointFitHook``; ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`.engine`).
    A name taken by someone else raises mmengine's "already registered" error; nothing is
    overwritten;
 3. ``torch.load(weights_only=True)`` accepts the types mmengine writes into checkpoints;
 4. mmengine's ``CheckpointLoader`` reads ``inline://<variant>`` names;
 5. the core's log lines (``logging``) go to mmengine's current logger (:mod:`.log_bridge`);
 6. a very thin picture, an unreadable image file and a 1x1 picture in mmseg's visualizer work or
-   fail in one line (:mod:`inline_dense.engine.image_guards`).
+   fail in one line (:mod:`.engine.image_guards`).
 
 Before all that, :mod:`inline_dense.warning_filters` silences the OpenMMLab packages' known import
 warnings, each by category, message and module (nothing else).
@@ -31,12 +31,12 @@ from .. import warning_filters  # noqa: E402  (imports nothing else)
 warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
-from .. import engine  # noqa: E402,F401  2. the hooks register themselves as they are defined
-from ..checkpoint import register_mmengine_scheme  # noqa: E402
-from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
-from ..engine import image_guards  # noqa: E402
+from . import engine  # noqa: E402,F401  2. the hooks register themselves as they are defined
 from .backbones import InLineCSwin, InLinePVT, InLineSwin, OpenMMLabBackbone  # noqa: E402  2. the backbones
+from .engine import image_guards  # noqa: E402
 from .log_bridge import bridge_core_logging  # noqa: E402
+from .mmengine_scheme import register_mmengine_scheme  # noqa: E402
+from .mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
 
 allow_mmengine_checkpoint_types()  # 3.
 register_mmengine_scheme()  # 4.

@@ -1,7 +1,7 @@
 """Small deterministic synthetic datasets in the real COCO and ADE20K layouts.
 
 ``make_toy_coco`` / ``make_toy_ade`` write them (only numpy and OpenCV needed);
-``inline_dense.toy_data.datasets`` registers ``ToyCocoDataset`` (mmdet) and
+``inline_dense.openmmlab.toy_datasets`` registers ``ToyCocoDataset`` (mmdet) and
 ``ToyADE20KDataset`` (mmseg), which generate their folder on first use.
 """
 from .ade import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, TOY_ADE_PALETTE, ade_settings, make_toy_ade

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from inline_dense import openmmlab  # noqa: F401  (registers the InLine backbones)
-from inline_dense.engine.launch import REPO_ROOT
+from inline_dense.openmmlab.engine.launch import REPO_ROOT
 
 from .measure import Emit, all_finite, recorded, release, time_step
 from .plan import HW, CheckPlan, resolve_detector_config

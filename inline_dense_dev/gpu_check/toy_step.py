@@ -9,7 +9,7 @@ from types import ModuleType
 
 import torch
 
-from inline_dense.engine.launch import REPO_ROOT
+from inline_dense.openmmlab.engine.launch import REPO_ROOT
 
 from .measure import Emit, recorded
 from .plan import CheckPlan

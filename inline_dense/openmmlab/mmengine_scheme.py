@@ -5,8 +5,8 @@ mmengine is imported only inside :func:`register_mmengine_scheme`, which the Ope
 """
 from typing import Any, Dict
 
-from .loading import read_checkpoint, select_weights
-from .sources import SCHEME, resolve
+from ..checkpoint.loading import read_checkpoint, select_weights
+from ..checkpoint.sources import SCHEME, resolve
 
 
 def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:

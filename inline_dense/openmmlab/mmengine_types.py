@@ -17,16 +17,16 @@ names any other global (``os.system``, ``builtins.eval``, ...) is still refused.
 """
 import pickle
 import re
-import sys
 from typing import Any, Callable, List, Tuple
 
-import numpy as np
 import torch
+from mmengine.logging import HistoryBuffer
+
+from ..checkpoint.numpy_types import numpy_safe_globals
+from ..checkpoint.pickle_policy import add_allowed_globals
 
 # HistoryBuffer's default statistics methods (HistoryBuffer._set_default_statistics).
 HISTORY_BUFFER_STATISTICS = ('min', 'max', 'current', 'mean')
-# numpy dtypes a numpy scalar or array in a Runner checkpoint can have: numbers and bools.
-NUMERIC_DTYPE_CODES = ('?', 'b', 'B', 'h', 'H', 'i', 'I', 'l', 'L', 'q', 'Q', 'e', 'f', 'd', 'g', 'F', 'D', 'G')
 
 _done = False
 
@@ -46,7 +46,6 @@ def history_buffer_statistic(obj: Any, name: str) -> Callable:
     ``HistoryBuffer.__getstate__`` stores its statistics methods, which pickle (protocol 2)
     writes as ``getattr(HistoryBuffer, 'min')`` and so on.
     """
-    from mmengine.logging import HistoryBuffer
     if obj is HistoryBuffer and name in HISTORY_BUFFER_STATISTICS:
         return getattr(HistoryBuffer, name)
     raise pickle.UnpicklingError(f'refusing getattr({obj!r}, {name!r}) while loading a checkpoint: only '
@@ -54,57 +53,36 @@ def history_buffer_statistic(obj: Any, name: str) -> Callable:
                      f'Load only checkpoints you trust; this one holds more than mmengine writes.')
 
 
-def _numpy_core_names() -> List[Tuple[Callable, str]]:
-    """numpy's array/scalar rebuilders under both module paths: ``numpy._core`` (numpy 2)
-    and ``numpy.core`` (numpy 1), so files written with either numpy load with either."""
-    try:
-        from numpy._core import multiarray  # numpy >= 2 (and 1.26's forward shim)
-    except ImportError:  # numpy < 1.26
-        from numpy.core import multiarray
-    pairs = []
-    for prefix in ('numpy._core.multiarray', 'numpy.core.multiarray'):
-        pairs.append((multiarray._reconstruct, f'{prefix}._reconstruct'))
-        pairs.append((multiarray.scalar, f'{prefix}.scalar'))
-    return pairs
+def history_buffer_globals() -> List[Tuple[Any, str]]:
+    """mmengine's own entries, as (object, its pickle name): ``HistoryBuffer`` and the
+    ``builtins.getattr`` stand-in for its statistics."""
+    return [(HistoryBuffer, f'{HistoryBuffer.__module__}.{HistoryBuffer.__qualname__}'),
+            (history_buffer_statistic, 'builtins.getattr')]
 
 
-def mmengine_safe_globals() -> List[Any]:
-    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``.
-
-    mmengine's ``HistoryBuffer`` only once mmengine is imported (by the OpenMMLab adapter, a
-    runner): the torch-only core neither needs nor imports it, and a file that holds one then reads
-    it as inert data (``safe_unpickle``); the weights and the numpy types load either way."""
+def mmengine_safe_globals() -> List[Tuple[Any, str]]:
+    """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``: mmengine's
+    own (:func:`history_buffer_globals`) and numpy's arrays and scalars
+    (:mod:`inline_dense.checkpoint.numpy_types`)."""
     # Every entry as (object, its pickle name): onedl-mmengine loads inside
     # ``torch.serialization.safe_globals([HistoryBuffer, Float64DType, ...])``, whose exit removes
     # those bare entries from torch's allow-list; named entries are other members and stay.
-    dtype_classes = [(cls, f'{cls.__module__}.{cls.__qualname__}')
-                     for cls in sorted({type(np.dtype(code)) for code in NUMERIC_DTYPE_CODES}, key=str)]
-    mmengine_entries: List[Any] = []
-    if 'mmengine' in sys.modules:
-        from mmengine.logging import HistoryBuffer
-        mmengine_entries = [(HistoryBuffer, f'{HistoryBuffer.__module__}.{HistoryBuffer.__qualname__}'),
-                            (history_buffer_statistic, 'builtins.getattr')]
-    return [
-        *mmengine_entries,
-        (np.ndarray, 'numpy.ndarray'),
-        (np.dtype, 'numpy.dtype'),
-        *dtype_classes,  # BUILD on a dtype checks its concrete class (e.g. Float64DType)
-        *_numpy_core_names(),
-    ]
+    return [*history_buffer_globals(), *numpy_safe_globals()]
 
 
 def allow_mmengine_checkpoint_types() -> bool:
     """Allow-list mmengine's checkpoint types for ``torch.load(weights_only=True)``.
 
     Idempotent; does nothing on torch < 2.6, whose ``torch.load`` does not default to
-    ``weights_only``. Returns whether the allow-list is in place.
+    ``weights_only``. Returns whether the allow-list is in place. On any torch, inline_dense's own
+    reader (``checkpoint.safe_unpickle``) gets mmengine's ``HistoryBuffer`` too.
     """
     global _done
+    add_allowed_globals(history_buffer_globals())  # inline_dense's own reader (safe_unpickle), on any torch
     if _done:
         return True
     if not needs_allow_list(torch.__version__):
         return False
-    import mmengine.logging  # noqa: F401  (the OpenMMLab side calls this: mmengine's types must be in the list)
     torch.serialization.add_safe_globals(mmengine_safe_globals())
     _done = True
     return True

@@ -1,7 +1,7 @@
 """``ToyCocoDataset`` (mmdet) and ``ToyADE20KDataset`` (mmseg): the real dataset classes,
 with the toy classes as metainfo, that generate their folder when it is missing.
 
-Import this module (e.g. ``custom_imports=dict(imports=['inline_dense.toy_data.datasets'])``)
+Import this module (e.g. ``custom_imports=dict(imports=['inline_dense.openmmlab.toy_datasets'])``)
 to register them; a registry whose package is not installed is skipped.
 """
 import os
@@ -9,9 +9,9 @@ from typing import Callable, Optional
 
 from mmengine.dist import barrier, is_distributed
 
-from .ade import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, TOY_ADE_PALETTE, make_toy_ade
-from .coco import DEFAULT_COCO_ROOT, TOY_COCO_CLASSES, TOY_COCO_PALETTE, make_toy_coco
-from .folder import read_stamp
+from ..toy_data.ade import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, TOY_ADE_PALETTE, make_toy_ade
+from ..toy_data.coco import DEFAULT_COCO_ROOT, TOY_COCO_CLASSES, TOY_COCO_PALETTE, make_toy_coco
+from ..toy_data.folder import read_stamp
 
 
 def ensure_toy_folder(make: Callable[..., str], data_root: str, toy_data: Optional[dict]) -> None:

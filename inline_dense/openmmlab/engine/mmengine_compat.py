@@ -1,4 +1,4 @@
-"""The private parts of mmengine that ``inline_dense.engine`` relies on, checked loudly.
+"""The private parts of mmengine that ``inline_dense.openmmlab.engine`` relies on, checked loudly.
 
 mmengine has no public way to replace how ``CheckpointHook`` writes a file, to read the
 randomness settings a Runner was built with, or to change what it resumes from. The hooks here
@@ -19,12 +19,13 @@ RUNNER_PRIVATES = ('_randomness_cfg', '_load_from', '_resume')
 
 
 class UnsupportedMmengine(RuntimeError):
-    """The installed mmengine is not one whose private attributes ``inline_dense.engine`` knows."""
+    """The installed mmengine is not one whose private attributes ``inline_dense.openmmlab.engine`` knows."""
 
 
 def _fail(what: str) -> UnsupportedMmengine:
     return UnsupportedMmengine(
-        f'inline_dense.engine relies on private parts of mmengine 0.10 ({", ".join(HOOK_PRIVATES + RUNNER_PRIVATES)}); '
+        f'inline_dense.openmmlab.engine relies on private parts of mmengine 0.10 '
+        f'({", ".join(HOOK_PRIVATES + RUNNER_PRIVATES)}); '
         f'{what}. Install mmengine=={PINNED} or onedl-mmengine==0.10.12 (bash tools/setup_env.sh), or remove '
         f'AtomicCheckpointHook / DeterministicResumeHook from the config (default_hooks.checkpoint, custom_hooks) '
         f'to train without atomic checkpoints and exact resumes.')

@@ -4,7 +4,7 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch import nn
 
-from ..engine.launch import load_config
+from .engine.launch import load_config
 
 
 class ConfigModel(nn.Module):

@@ -11,8 +11,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from ..checkpoint.sources import repo_root
-from ..warning_filters import quiet_run_logger
+from ...checkpoint.sources import repo_root
+from ...warning_filters import quiet_run_logger
 
 # The checkout this package runs from (an editable install): configs/ and data/ are there.
 REPO_ROOT = str(repo_root())

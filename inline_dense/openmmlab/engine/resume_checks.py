@@ -18,8 +18,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 
-from ..checkpoint.download import archive_problem
-from ..checkpoint.loading import CheckpointError, read_checkpoint
+from ...checkpoint.download import archive_problem
+from ...checkpoint.loading import CheckpointError, read_checkpoint
 
 
 class ResumeError(CheckpointError):

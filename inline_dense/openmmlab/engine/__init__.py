@@ -17,8 +17,8 @@ reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names, as 
 (:mod:`inline_dense.openmmlab`, which also registers the backbones).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
-from ..checkpoint import register_mmengine_scheme
-from ..checkpoint.mmengine_types import allow_mmengine_checkpoint_types
+from ..mmengine_scheme import register_mmengine_scheme
+from ..mmengine_types import allow_mmengine_checkpoint_types
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper

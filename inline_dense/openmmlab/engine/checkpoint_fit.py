@@ -19,8 +19,8 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
-from ..checkpoint.finite import check_finite
-from ..checkpoint.loading import CheckpointError, compare
+from ...checkpoint.finite import check_finite
+from ...checkpoint.loading import CheckpointError, compare
 
 EXAMPLES = 5
 NONFINITE_FIX = ('A run whose loss turned NaN saves such weights: use one of its earlier checkpoints '
