@@ -12,9 +12,9 @@ runners find them):
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
 It also lets ``torch.load(weights_only=True)`` read the checkpoints a Runner writes (its resume
-reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names, as it did when
-``import inline_dense`` ran all of this; both idempotent, and done again by the OpenMMLab adapter
-(:mod:`inline_dense.openmmlab`, which also registers the backbones).
+reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names; both idempotent, and
+done again by the adapter's ``__init__`` (:mod:`inline_dense.openmmlab`, which imports this package
+and also registers the backbones; importing this package runs it first).
 ``launch`` holds what the train/test tools share (config loading, CPU process groups).
 """
 from ..mmengine_scheme import register_mmengine_scheme
