@@ -119,7 +119,7 @@ def test_toy_datasets_generate_on_first_use(tmp_path):
     from mmdet.registry import DATASETS as DET
     from mmseg.registry import DATASETS as SEG
 
-    from inline_dense.toy_data import datasets  # noqa: F401  (registers them)
+    from inline_dense.openmmlab import toy_datasets  # noqa: F401  (registers them)
 
     coco_root = tmp_path / 'toy_coco'
     det = DET.build(dict(type='mmdet.ToyCocoDataset', data_root=str(coco_root), toy_data=SMALL,
