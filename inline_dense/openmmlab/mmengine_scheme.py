@@ -1,7 +1,7 @@
 """``inline://`` names for mmengine's ``CheckpointLoader`` (``load_from``, ``load_checkpoint``).
 
-mmengine is imported only inside :func:`register_mmengine_scheme`, which the OpenMMLab adapter
-(:mod:`inline_dense.openmmlab`) calls: the checkpoint package itself needs torch alone.
+:func:`register_mmengine_scheme` is called by the adapter's ``__init__`` (:mod:`inline_dense.openmmlab`);
+the reading itself is the torch-only :mod:`inline_dense.checkpoint`'s.
 """
 from typing import Any, Dict
 
