@@ -12,7 +12,8 @@ other, then ``runtime`` (a model from a config, switching the InLine evaluation:
 then the ecosystem adapters (``smp_toy`` > ``smp`` > ``timm`` / ``torchvision_detection``), then
 ``engine`` / ``toy_data`` (training pieces, toy datasets), then ``models``, then ``checkpoint``
 (reading, finding and downloading checkpoints knows nothing about models), then the leaves ``typing``
-and ``ops``. ``python tests/test_import_layers.py`` prints each subpackage's imports of its siblings.
+and ``ops`` (and ``variants``, the table of published variants). ``python tests/test_import_layers.py``
+prints each subpackage's imports of its siblings.
 """
 import ast
 import sys
@@ -34,7 +35,7 @@ LAYERS = [
     {'engine', 'toy_data'},
     {'models'},
     {'checkpoint'},
-    {'typing', 'ops', 'warning_filters'},
+    {'typing', 'ops', 'warning_filters', 'variants'},
 ]
 
 class Edge(NamedTuple):

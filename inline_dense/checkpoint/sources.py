@@ -2,12 +2,14 @@
 
 :func:`resolve` turns any of them into a local file:
 
-- ``inline://inline_swin_t``: ``checkpoints/inline_swin_t.pth`` relative to the current directory,
-  then to this checkout's root (a checkout's own files); then ``<cache>/inline_swin_t.pth``, THE
+- ``inline://<variant>``: ``checkpoints/<variant>.pth`` relative to the current directory,
+  then to this checkout's root (a checkout's own files); then ``<cache>/<variant>.pth``, THE
   place for a file downloaded by hand (:func:`hand_placed_path`: adopted on first use, its sha256
   recorded beside it); then the cached download of the authors' published file (the URLs in
-  :data:`PUBLISHED`); then that download. Nothing else in the cache can stand for a short name.
+  :data:`PUBLISHED`, read from :mod:`inline_dense.variants`); then that download. Nothing else in
+  the cache can stand for a short name.
 - ``http(s)://...``: the cached download of exactly that URL, else a download.
+- ``file:///path``: that path; any other ``scheme://`` (ftp, s3 ...) is refused naming the scheme.
 - anything else: a local path, returned as it is (``~`` expanded).
 
 The cache (``$INLINE_DENSE_CACHE/checkpoints``, default ``~/.cache/inline_dense/checkpoints``) names
@@ -27,6 +29,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Dict, NamedTuple, Optional
 
+from .. import variants
 from .download import (
     CorruptCacheError,
     DownloadError,
@@ -53,19 +56,9 @@ class Published(NamedTuple):
     top1: float         # the authors' ImageNet-1K top-1 (224x224), percent
 
 
-_TSINGHUA = 'https://cloud.tsinghua.edu.cn/f/{}/?dl=1'
-PUBLISHED: Dict[str, Published] = {
-    'inline_swin_t': Published('InLine-Swin-T', _TSINGHUA.format('32810869fcc34410966b'), 82.4),
-    'inline_swin_s': Published('InLine-Swin-S', _TSINGHUA.format('e9657fd247c04c7cb1a1'), 83.6),
-    'inline_swin_b': Published('InLine-Swin-B', _TSINGHUA.format('bf23564bb64c420aafe1'), 84.1),
-    'inline_pvt_t': Published('InLine-PVT-T', _TSINGHUA.format('90ac52b1555b401eb5e6'), 78.2),
-    'inline_pvt_s': Published('InLine-PVT-S', _TSINGHUA.format('1ab953b2479d433080a3'), 82.0),
-    'inline_pvt_m': Published('InLine-PVT-M', _TSINGHUA.format('a72aec31e6084bc0a280'), 83.2),
-    'inline_pvt_l': Published('InLine-PVT-L', _TSINGHUA.format('efd91318ba964f01b288'), 83.6),
-    'inline_cswin_t': Published('InLine-CSwin-T', _TSINGHUA.format('49fa2ecc543647c4b970'), 83.2),
-    'inline_cswin_s': Published('InLine-CSwin-S', _TSINGHUA.format('59f4e65f776f4052b93c'), 83.8),
-    'inline_cswin_b': Published('InLine-CSwin-B', _TSINGHUA.format('91e17121df284ae38521'), 84.5),
-}
+PUBLISHED: Dict[str, Published] = {name: Published(variants.title(name), v.url, v.top1)
+                                   for name, v in variants.VARIANTS.items()}
+"""The names of ``inline://``, read from :data:`inline_dense.variants.VARIANTS`."""
 
 
 def cache_root() -> Path:
@@ -86,7 +79,7 @@ def repo_root() -> Path:
 
 
 def variant_of(checkpoint: str) -> str:
-    """``'inline://inline_swin_t'`` -> ``'inline_swin_t'``; raises ValueError for an unknown name."""
+    """``'inline://<variant>'`` -> ``'<variant>'``; raises ValueError for a name not in the variant table."""
     variant = checkpoint[len(SCHEME):].strip('/')
     if variant not in PUBLISHED:
         raise ValueError(f'unknown checkpoint name {checkpoint!r}; use inline://<variant> with one of '
@@ -108,7 +101,7 @@ def cache_name(url: str) -> str:
 
 
 def _local_candidates(variant: str) -> list:
-    rel = Path('checkpoints') / f'{variant}.pth'
+    rel = Path('checkpoints') / variants.file_name(variant)
     return [Path.cwd() / rel, repo_root() / rel]
 
 
@@ -116,7 +109,7 @@ def hand_placed_path(variant: str) -> Path:
     """Where a file of ``inline://<variant>`` downloaded by hand goes: ``<cache>/<variant>.pth``
     (``$INLINE_DENSE_CACHE/checkpoints``, default ``~/.cache/inline_dense/checkpoints``), the
     one place the docs and the error messages name; it serves every checkout and directory."""
-    return checkpoint_cache() / f'{variant}.pth'
+    return checkpoint_cache() / variants.file_name(variant)
 
 
 def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
@@ -261,12 +254,26 @@ def _resolve_url(url: str, allow_download: bool, variant: Optional[str]) -> Path
 def resolve(checkpoint: str, allow_download: bool = True) -> str:
     """A local file for ``checkpoint`` (a short name, URL or path); see the module docstring.
 
-    Raises ValueError (unknown short name), FileNotFoundError (not available and no URL /
-    ``allow_download=False``), DownloadError, CorruptCacheError (a cached file changed).
+    Raises ValueError (unknown short name, a URL scheme other than http(s) / file), FileNotFoundError
+    (not available and no URL / ``allow_download=False``), DownloadError, CorruptCacheError (a cached
+    file changed).
     """
     checkpoint = os.fspath(checkpoint)
     if checkpoint.startswith(SCHEME):
         return str(resolve_variant(variant_of(checkpoint), allow_download))
     if checkpoint.startswith(('http://', 'https://')):
         return str(resolve_url(checkpoint, allow_download))
+    scheme = _SCHEME_RE.match(checkpoint)
+    if scheme and scheme.group(1).lower() == 'file':
+        parts = urllib.parse.urlsplit(checkpoint)
+        if parts.netloc not in ('', 'localhost'):
+            raise ValueError(f'{checkpoint!r}: a file:// URL names a file on this machine (file:///path or '
+                             f'file://localhost/path), not on host {parts.netloc!r}.')
+        return urllib.parse.unquote(parts.path)
+    if scheme and len(scheme.group(1)) > 1:  # one letter: a Windows drive (C:\\...)
+        raise ValueError(f'{checkpoint!r}: the URL scheme {scheme.group(1)}:// is not supported; use http(s)://, '
+                         f'file://, inline://<variant> or a local path.')
     return os.path.expanduser(checkpoint)
+
+
+_SCHEME_RE = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*)://')
