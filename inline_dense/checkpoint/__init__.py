@@ -3,13 +3,14 @@
 Torch alone: messages go to the standard ``logging`` logger ``inline_dense.checkpoint``; mmengine is
 imported only by the functions the OpenMMLab adapter calls (``register_mmengine_scheme``,
 ``mmengine_types.allow_mmengine_checkpoint_types``)."""
-from .download import CorruptCacheError, DownloadError
+from .cache import CorruptCacheError, checkpoint_cache
+from .download import DownloadError
 from .errors import CORE, INIT_CFG, Advice, CheckpointError
 from .loading import Allowed, IntegerWeightsError, check_weights, fit_report, load_file, load_pretrained, load_state
 from .mmengine_scheme import register_mmengine_scheme
 from .reading import read_checkpoint, select_weights, state_dict_of
 from .safe_unpickle import PickledObject, RefusedPickle
-from .sources import PUBLISHED, SCHEME, checkpoint_cache, resolve
+from .sources import PUBLISHED, SCHEME, resolve
 
 __all__ = ['Advice', 'Allowed', 'CORE', 'CheckpointError', 'CorruptCacheError', 'DownloadError', 'INIT_CFG',
            'IntegerWeightsError', 'PUBLISHED', 'PickledObject', 'RefusedPickle', 'SCHEME', 'check_weights',

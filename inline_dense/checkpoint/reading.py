@@ -12,9 +12,9 @@ import torch
 from .. import variants
 from ..typing import StateDict
 from . import safe_unpickle
+from .cache import checkpoint_cache
 from .errors import INIT_CFG, Advice, CheckpointError
 from .safetensors_errors import SAFETENSORS_ERRORS
-from .sources import checkpoint_cache
 
 log = logging.getLogger(__name__)
 

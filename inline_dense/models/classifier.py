@@ -254,7 +254,8 @@ def build_classifier(variant: str, num_classes: int = 1000, checkpoint: Optional
                      **kwargs) -> InLineClassifier:
     """The authors' ImageNet model ``variant`` (a name of :data:`inline_dense.variants.VARIANTS`),
     loaded from ``checkpoint`` (a path, URL or ``inline://`` name) when given."""
-    model = InLineClassifier(num_classes=num_classes, **variant_kwargs(variant), **kwargs)
+    entry = variants.variant(variant)
+    model = InLineClassifier(entry.family, entry.arch, num_classes, **kwargs)
     if checkpoint is not None:
         model.load_pretrained(checkpoint)
     return model
