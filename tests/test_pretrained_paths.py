@@ -199,3 +199,16 @@ def test_the_variant_table_feeds_every_consumer():
     assert PUBLISHED['inline_cswin_b'].title == 'InLine-CSwin-B'
     assert detect_backbone({'stem.conv.weight': torch.zeros(1)}) == 'InLineCSwin'
     assert detect_backbone({'block1.0.attn.q.weight': torch.zeros(1)}) == 'InLinePVT'
+
+
+def test_the_fit_hook_refuses_integer_weights_too():
+    from types import SimpleNamespace
+
+    from inline_dense.engine import CheckpointFitHook
+    model = torch.nn.Linear(2, 2)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state['weight'] = (state['weight'] * 10).long()
+    with pytest.raises(IntegerWeightsError, match=r'c.pth stores 1 floating-point .*weight \(torch.int64 for '
+                                                  r'torch.float32\).*as the training run saved it'):
+        CheckpointFitHook(allow_partial=True, source='c.pth').after_load_checkpoint(
+            SimpleNamespace(model=model), {'state_dict': state})

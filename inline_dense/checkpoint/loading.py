@@ -110,17 +110,17 @@ def integer_weights(state: Mapping[str, Any], model_state: Mapping[str, torch.Te
 
 
 def check_weights(state: Mapping[str, Any], source: str, fix: str,
-                  model_state: Optional[Mapping[str, torch.Tensor]] = None) -> None:
+                  model_state: Optional[Mapping[str, torch.Tensor]] = None, integer_fix: Optional[str] = None) -> None:
     """Refuses NaN / inf (:class:`~inline_dense.checkpoint.finite.NonFiniteWeightsError`) and, given
     the model's state, integer tensors for its floating-point weights (:class:`IntegerWeightsError`);
-    ``fix`` ends the message."""
+    ``fix`` (``integer_fix`` for the latter, when given) ends the message."""
     check_finite(state, source, fix)
     wrong = integer_weights(state, model_state) if model_state is not None else []
     if wrong:
         more = f', ... ({len(wrong) - EXAMPLES} more)' if len(wrong) > EXAMPLES else ''
         raise IntegerWeightsError(f'{source} stores {len(wrong)} floating-point weight(s) as integers: '
                                   f'{", ".join(wrong[:EXAMPLES])}{more}. Loading would truncate them (a weight '
-                                  f'below 1 becomes 0): the file was written wrongly. {fix}')
+                                  f'below 1 becomes 0): the file was written wrongly. {integer_fix or fix}')
 
 
 def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str, *, allowed: Allowed = NOTHING,

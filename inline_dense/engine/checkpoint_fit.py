@@ -25,6 +25,8 @@ from ..checkpoint.loading import CheckpointError, check_weights, fit_report
 NONFINITE_FIX = ('A run whose loss turned NaN saves such weights: use one of its earlier checkpoints '
                  '(WORK_DIR/iter_N.pth) or train again with a lower learning rate or gradient clipping '
                  '(optim_wrapper.clip_grad).')
+INTEGER_FIX = ('Use the checkpoint as the training run saved it (WORK_DIR/iter_N.pth): a file converted or edited '
+               'since has cast its weights.')
 
 
 class CheckpointMismatch(CheckpointError):
@@ -62,7 +64,7 @@ class CheckpointFitHook(Hook):
         if not isinstance(state, Mapping):
             raise CheckpointMismatch(f'the checkpoint holds no state dict (top-level keys: {sorted(checkpoint)[:10]})')
         model_state, state = model.state_dict(), revised(state, [(r'^module\.', '')])
-        check_weights(state, self.source, NONFINITE_FIX, model_state)  # NaN / inf, integers for float weights
+        check_weights(state, self.source, NONFINITE_FIX, model_state, INTEGER_FIX)  # NaN / inf, integer weights
         lines = fit_report(model_state, state)
         if not lines:
             return
