@@ -255,7 +255,7 @@ def build_classifier(variant: str, num_classes: int = 1000, checkpoint: Optional
     """The authors' ImageNet model ``variant`` (a name of :data:`inline_dense.variants.VARIANTS`),
     loaded from ``checkpoint`` (a path, URL or ``inline://`` name) when given."""
     entry = variants.variant(variant)
-    model = InLineClassifier(entry.family, entry.arch, num_classes, **kwargs)
+    model = InLineClassifier(family=entry.family, arch=entry.arch, num_classes=num_classes, **kwargs)
     if checkpoint is not None:
         model.load_pretrained(checkpoint)
     return model
