@@ -1,5 +1,5 @@
 """InLine encoders for segmentation_models_pytorch (smp 0.6.x): ``import inline_dense.smp``, then
-``smp.UPerNet('tu-inline_swin_t', encoder_weights=None, classes=K)``.
+``smp.UPerNet('tu-' + name, encoder_weights=None, classes=K)`` for a name of :mod:`inline_dense.variants`.
 
 smp reaches InLine through timm (its ``tu-`` encoders); importing this module checks that smp can
 run here (it needs Python >= 3.10) and registers the models with timm (:mod:`inline_dense.timm`).
@@ -7,7 +7,9 @@ The encoders give strides 4-32, so decoders that need output stride 8 or 16 (Dee
 refused with a ``ValueError`` saying why. Unet takes any input size; smp's other decoders ask for
 multiples of 32. ``save_pretrained`` / ``from_pretrained`` round-trip a model on an InLine encoder
 without the pretrained file it was first built from (``from_pretrained`` loads every tensor from the
-saved file, so it builds the encoder with ``encoder_weights=None``).
+saved file, so it builds the encoder with ``encoder_weights=None``). ``in_channels`` other than 3
+adapts the pretrained first convolution (through timm's ``in_chans``); checkpoint errors name smp's
+``encoder_weights``.
 """
 import sys
 
@@ -25,9 +27,12 @@ except ImportError as exc:
                       f'(or pip install "segmentation-models-pytorch>=0.6,<0.7") ({exc}).') from exc
 
 from segmentation_models_pytorch.base import SegmentationModel  # noqa: E402
+from segmentation_models_pytorch.encoders.timm_universal import TimmUniversalEncoder  # noqa: E402
 
 from . import timm as _registers_the_models  # noqa: F401,E402
-from .models.classifier import VARIANTS  # noqa: E402
+from . import variants  # noqa: E402
+from .checkpoint import Advice  # noqa: E402
+from .checkpoint.errors import advising  # noqa: E402
 
 ENCODER_PREFIX = 'tu-inline_'
 _hub_from_pretrained = SegmentationModel._from_pretrained.__func__  # huggingface_hub's: build, then load the file
@@ -52,11 +57,34 @@ if getattr(SegmentationModel._from_pretrained, '__func__', None) is _hub_from_pr
     SegmentationModel._from_pretrained = classmethod(_from_pretrained)
 
 
+def smp_advice(variant: str) -> Advice:
+    """The errors' ending for an smp user of the ``tu-<variant>`` encoder."""
+    return Advice(f'pass a file you downloaded yourself: smp.<Model>(\'tu-{variant}\', encoder_weights=True, '
+                  f'pretrained_cfg_overlay=dict(file=\'/path/to/{variants.file_name(variant)}\'))',
+                  'encoder_weights=None for a randomly initialised encoder')
+
+
+_timm_encoder_init = getattr(TimmUniversalEncoder.__init__, '__wrapped__', TimmUniversalEncoder.__init__)
+
+
+def _encoder_init(self, name: str, *args, **kwargs) -> None:
+    """smp's timm encoder; for an InLine one, checkpoint errors speak smp's arguments
+    (``encoder_weights``), not timm's."""
+    if name not in variants.VARIANTS:
+        return _timm_encoder_init(self, name, *args, **kwargs)
+    with advising(smp_advice(name)):
+        return _timm_encoder_init(self, name, *args, **kwargs)
+
+
+_encoder_init.__wrapped__ = _timm_encoder_init  # type: ignore[attr-defined]
+TimmUniversalEncoder.__init__ = _encoder_init  # type: ignore[method-assign]
+
+
 def encoder_name(variant: str) -> str:
-    """smp's encoder name of an InLine variant: ``'inline_pvt_t'`` -> ``'tu-inline_pvt_t'``."""
-    if variant not in VARIANTS:
-        raise ValueError(f'unknown InLine variant {variant!r}; use one of {sorted(VARIANTS)}.')
+    """smp's encoder name of an InLine variant (a name of :data:`inline_dense.variants.VARIANTS`):
+    ``'tu-'`` and the name."""
+    variants.variant(variant)
     return 'tu-' + variant
 
 
-__all__ = ['MIN_PYTHON', 'encoder_name', 'smp']
+__all__ = ['MIN_PYTHON', 'encoder_name', 'smp', 'smp_advice']

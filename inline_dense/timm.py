@@ -1,29 +1,36 @@
 """Registers the ten InLine models with timm: ``import inline_dense.timm`` once, then
-``timm.create_model('inline_swin_t', pretrained=..., num_classes=..., features_only=...)``.
+``timm.create_model(name, pretrained=..., num_classes=..., features_only=...)``.
 
 timm has no plugin discovery, hence the import. The names are those of ``inline://``
-(``inline_swin_t/s/b``, ``inline_pvt_t/s/m/l``, ``inline_cswin_t/s/b``); each has one pretrained
-tag, ``.in1k``, the authors' ImageNet-1K checkpoint.
+(:data:`inline_dense.variants.VARIANTS`); each has one pretrained tag, ``.in1k``, the authors'
+ImageNet-1K checkpoint.
 
 - Classification: :class:`~inline_dense.models.classifier.InLineClassifier`, the authors' model
   (logits equal to theirs).
 - ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at strides
   4, 8, 16, 32 at any input size; ``out_indices`` picks stages 0-3.
-- ``pretrained=True``: the authors' file through inline_dense's own reading (``inline://`` name:
-  ``checkpoints/<name>.pth``, the cache, else a download; a safe unpickler; EMA weights when
-  present), handed to timm as ``pretrained_cfg['file']`` with ``custom_load``. Offline:
+- ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
+  ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
+  URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
+  unpickler; EMA weights when present) and loaded by the one strict loader with ``custom_load``:
+  NaN / inf and integer-typed weights are refused, a head of another class count is dropped with a
+  log line, a first convolution is adapted to ``in_chans``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
   ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
 """
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional, Union
 
 import timm  # noqa: F401  (the package this module plugs into)
+from huggingface_hub.utils import EntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
-from .checkpoint import PUBLISHED, SCHEME, DownloadError, resolve
-from .models.classifier import FIRST_CONV, VARIANTS, InLineClassifier, check_output_stride
+from . import variants
+from .checkpoint import CORE, PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
+from .checkpoint.errors import advising, current_advice
+from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 
 SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
@@ -32,39 +39,87 @@ PAPER = 'https://arxiv.org/abs/2412.06590'
 def _cfg(variant: str) -> Dict[str, Any]:
     """The authors' evaluation: Swin's codebase (``TEST.CROP``): resize to 256x256 (squash), centre
     crop 224, bicubic, ImageNet mean / std."""
-    family, _ = VARIANTS[variant]
+    entry = variants.variant(variant)
     return dict(url=PUBLISHED[variant].url, custom_load=True, num_classes=1000, input_size=(3, 224, 224),
                 pool_size=(7, 7), crop_pct=224 / 256, crop_mode='squash', interpolation='bicubic',
                 fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
-                first_conv=FIRST_CONV[family], classifier='head', license='mit', origin_url=SOURCE,
-                paper_ids=PAPER, notes=(f'{PUBLISHED[variant].title}, ImageNet-1K top-1 '
-                                        f'{PUBLISHED[variant].top1}% (the authors\' figure).',))
+                first_conv=variants.FAMILIES[entry.family].first_conv, classifier='head', license='mit',
+                origin_url=SOURCE, paper_ids=PAPER, notes=(f'{PUBLISHED[variant].title}, ImageNet-1K top-1 '
+                                                           f'{PUBLISHED[variant].top1}% (the authors\' figure).',))
 
 
 default_cfgs = generate_default_cfgs({f'{v}.in1k': _cfg(v) for v in VARIANTS})
 
 
-def _has_file(cfg: Any) -> bool:
-    return isinstance(cfg, dict) and bool(cfg.get('file') or cfg.get('state_dict'))
+def timm_advice(variant: str) -> Advice:
+    """The errors' ending for a timm user."""
+    return Advice(f'pass a file you downloaded yourself: timm.create_model({variant!r}, pretrained=True, '
+                  f'pretrained_cfg_overlay=dict(file=\'/path/to/{variants.file_name(variant)}\'))',
+                  'pretrained=False for random weights')
+
+
+def _given_cfg(pretrained_cfg: Any) -> Dict[str, Any]:
+    """A ``pretrained_cfg`` argument as a dict (a tag string or None: nothing of its own)."""
+    if isinstance(pretrained_cfg, dict):
+        return dict(pretrained_cfg)
+    return pretrained_cfg.to_dict() if hasattr(pretrained_cfg, 'to_dict') else {}
+
+
+def _hf_hub_file(hf_hub_id: str, filename: Optional[str]) -> str:
+    """The local copy of the hub file, as timm picks it: ``hf_hub_filename``, else the safetensors
+    file, else ``pytorch_model.bin``."""
+    if filename:
+        return download_from_hf(hf_hub_id, filename)
+    try:
+        return download_from_hf(hf_hub_id, HF_SAFE_WEIGHTS_NAME)
+    except EntryNotFoundError:
+        return download_from_hf(hf_hub_id, HF_WEIGHTS_NAME)
+
+
+def pretrained_file(variant: str, cfg: Dict[str, Any]) -> Union[str, dict]:
+    """The weights ``cfg`` (the registry's, ``pretrained_cfg`` and ``pretrained_cfg_overlay`` merged)
+    names, in timm's order (``_resolve_pretrained_source``): ``state_dict``, ``file``, ``hf_hub_id``,
+    ``url``; as a local file through inline_dense's resolution (the authors' URL: the ``inline://``
+    name, so ``checkpoints/`` and the cache serve it; another URL: our verified cache; ``file://``:
+    its path). Raises ValueError when there is none."""
+    if cfg.get('state_dict'):
+        return cfg['state_dict']
+    if cfg.get('file'):
+        return resolve(cfg['file'])
+    if cfg.get('hf_hub_id') and has_hf_hub(necessary=False):
+        return _hf_hub_file(cfg['hf_hub_id'], cfg.get('hf_hub_filename'))
+    if cfg.get('url'):
+        return resolve(SCHEME + variant if cfg['url'] == PUBLISHED[variant].url else cfg['url'])
+    raise ValueError(f'{variant}: pretrained=True, but the pretrained_cfg names no weights (file, url, hf_hub_id '
+                     f'or state_dict).')
+
+
+def _load_strictly(state_dict: dict, model: InLineClassifier) -> Dict[str, Any]:
+    """timm's ``pretrained_filter_fn`` for a ``pretrained_cfg['state_dict']``: loads it through the
+    strict loader and hands timm the model's own tensors (so its load changes nothing)."""
+    model.load_pretrained(state_dict)
+    return model.state_dict()
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
     check_output_stride(kwargs.pop('output_stride', None), variant)
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
-    if pretrained and not (_has_file(overlay) or _has_file(kwargs.get('pretrained_cfg'))):
-        # our resolution of the authors' file (their URLs carry no file name for timm's cache)
-        try:
-            overlay['file'] = resolve(SCHEME + variant)
-        except (OSError, DownloadError) as exc:  # FileNotFoundError, a read-only cache, no network
-            raise type(exc)(f'{exc}\nWith timm: timm.create_model({variant!r}, pretrained=True, '
-                            f'pretrained_cfg_overlay=dict(file=\'/path/to/{variant}.pth\')) reads a file you '
-                            f'downloaded yourself.') from exc
-    if _has_file(overlay):  # timm turns custom_load off for a new source; the authors' files need ours
-        overlay.setdefault('custom_load', True)
-    family, arch = VARIANTS[variant]
-    return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
-                                feature_cfg=dict(feature_cls='getter', out_indices=(0, 1, 2, 3)),
-                                family=family, arch=arch, **kwargs)
+    with advising(timm_advice(variant)):
+        if pretrained:
+            cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
+            try:
+                found = pretrained_file(variant, cfg)
+            except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
+                raise type(exc)(f'{exc}\n{current_advice(CORE).ending()}') from exc
+            if isinstance(found, dict):  # timm loads a state dict itself: through ours, its filter hook
+                kwargs['pretrained_filter_fn'] = _load_strictly
+            else:
+                overlay['file'] = found
+                overlay['custom_load'] = True  # the authors' layout: converted, and loaded strictly, by ours
+        family, arch = VARIANTS[variant]
+        return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
+                                    feature_cfg=dict(feature_cls='getter', out_indices=(0, 1, 2, 3)),
+                                    family=family, arch=arch, **kwargs)
 
 
 def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:

@@ -115,8 +115,9 @@ def test_checkpoint_of_another_variant_lists_keys(tiny_checkpoint):
     # 'small' has 18 blocks in stage 3, softmax ones: keys missing and keys unexpected
     tiny_keys = set(torch.load(tiny_checkpoint, weights_only=True))
     small_keys = set(InLineSwin(arch='small').state_dict())
-    expected = msg('does not fit this backbone', 'another variant', f'missing ({len(small_keys - tiny_keys)})',
-                   f'unexpected ({len(tiny_keys - small_keys)})', 'stages.2.blocks.0.attn.w_msa.qkv.weight',
+    expected = msg('does not fit this backbone', 'another variant', f"{len(small_keys - tiny_keys)} of the model's",
+                   f'{len(tiny_keys - small_keys)} in the checkpoint that the model does not have',
+                   'stages.2.blocks.0.attn.w_msa.qkv.weight',
                    'stages.2.blocks.0.attn.qkv.weight')
     with pytest.raises(CheckpointError, match=expected):
         pretrained(arch='small', path=tiny_checkpoint)
@@ -127,14 +128,14 @@ def test_checkpoint_with_other_embed_dims_lists_shapes(tiny_checkpoint, tmp_path
     state = {'backbone.' + k: v for k, v in torch.load(tiny_checkpoint, weights_only=True).items()}
     path = tmp_path / 'detector.pth'
     torch.save({'meta': {}, 'state_dict': state}, path)
-    expected = msg('shape mismatch (', 'patch_embed.proj.weight: checkpoint (96, 3, 4, 4) vs model (48, 3, 4, 4)')
+    expected = msg('with another shape', 'patch_embed.proj.weight: checkpoint (96, 3, 4, 4) vs model (48, 3, 4, 4)')
     with pytest.raises(CheckpointError, match=expected):
         pretrained(arch='tiny', embed_dims=48, path=path)
 
 
 def test_swin_checkpoint_into_pvt(tiny_checkpoint):
-    with pytest.raises(CheckpointError, match=msg('InLinePVT', 'missing (', 'stages.0.pos_embed',
-                                                  'unexpected (')):
+    with pytest.raises(CheckpointError, match=msg('InLinePVT', 'missing from the checkpoint', 'stages.0.pos_embed',
+                                                  'that the model does not have')):
         pretrained(InLinePVT, path=tiny_checkpoint, depths=(1, 1, 1, 1))
 
 

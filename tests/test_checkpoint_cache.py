@@ -14,7 +14,7 @@ import test_checkpoint_download as downloads
 from reference_models import authors_checkpoint
 from test_checkpoint_download import cache_entries, cached, publish
 
-from inline_dense.checkpoint import DownloadError, checkpoint_cache, resolve
+from inline_dense.checkpoint import CheckpointError, DownloadError, checkpoint_cache, read_checkpoint, resolve
 
 # The download tests' fixtures serve these tests too: the local HTTP server, and the empty cache (autouse).
 server = downloads.server
@@ -105,14 +105,16 @@ def _record(path, url):
         {'url': url, 'sha256': hashlib.sha256(path.read_bytes()).hexdigest(), 'size': path.stat().st_size}))
 
 
-def test_an_unreadable_cached_file_is_fetched_again(server, monkeypatch):
-    """As older versions left them: half a file, recorded with its own sha256."""
+def test_an_unreadable_cached_file_is_reported_with_what_to_delete(server, monkeypatch):
+    """A recorded entry that does not read as a checkpoint (written by hand over a download, say) is
+    named with the files to delete, not fetched again behind the user's back."""
     url = f'{server.url}/files/inline_swin_mini.pth'
     publish(monkeypatch, 'inline_swin_t', url)
     cache = checkpoint_cache()
     cache.mkdir(parents=True)
-    for path in (cache / 'inline_swin_t.pth', cached(url)):  # the old name and the current one
-        path.write_bytes(data('inline_swin_mini')[:1000])
-        _record(path, url)
-    assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
-    assert server.requests == ['/files/inline_swin_mini.pth']
+    path = cached(url)
+    path.write_bytes(data('inline_swin_mini')[:1000])
+    _record(path, url)
+    with pytest.raises(CheckpointError, match=r'ends early.*It is in the checkpoint cache: delete .*\.json'):
+        read_checkpoint(resolve('inline://inline_swin_t'))
+    assert server.requests == []

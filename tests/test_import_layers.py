@@ -12,7 +12,8 @@ registration, ``init_cfg``, the engine hooks and tools' pieces, the checkpoint t
 toy datasets, a whole model from a config), then the ecosystem adapters (``smp_toy`` > ``smp`` >
 ``timm`` / ``torchvision_detection``), then ``runtime`` / ``toy_data`` (switching the InLine evaluation,
 output tensors; toy datasets on disk), then ``models``, then ``checkpoint`` (reading, finding and
-downloading checkpoints knows nothing about models), then the leaves ``typing`` and ``ops``.
+downloading checkpoints knows nothing about models), then the leaves ``typing``, ``ops`` and
+``variants`` (the table of published variants).
 Only ``openmmlab`` and the two floors above it import an OpenMMLab package, directly or through
 another module, at module level or inside a function. ``python tests/test_import_layers.py`` prints
 each subpackage's imports of its siblings.
@@ -40,7 +41,7 @@ LAYERS = [
     {'runtime', 'toy_data'},
     {'models'},
     {'checkpoint'},
-    {'typing', 'ops', 'warning_filters'},
+    {'typing', 'ops', 'warning_filters', 'variants'},
 ]
 
 class Edge(NamedTuple):

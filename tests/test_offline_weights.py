@@ -14,7 +14,7 @@ import torch
 from reference_models import authors_checkpoint, build_reference_backbone
 
 import inline_dense.openmmlab  # noqa: F401  (registers the backbones)
-from inline_dense.checkpoint import CorruptCacheError, DownloadError, resolve, sources
+from inline_dense.checkpoint import CorruptCacheError, DownloadError, cache, resolve, sources
 
 VARIANT = 'inline_swin_t'
 
@@ -22,9 +22,9 @@ VARIANT = 'inline_swin_t'
 @pytest.fixture
 def offline(no_local_checkpoints, monkeypatch):
     """An empty cache under tmp_path (``INLINE_DENSE_CACHE``), no checkpoints/ folder, no network."""
-    def no_network(url, final, hint):
+    def no_network(url, final, hint, on_complete=None):
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(sources, 'download', no_network)
+    monkeypatch.setattr(cache, 'download', no_network)
     return no_local_checkpoints / 'cache' / 'checkpoints'
 
 
@@ -84,6 +84,6 @@ def test_a_read_only_cache_still_serves_a_hand_placed_file(offline, monkeypatch)
 
     def read_only(path, record):
         raise PermissionError(13, 'Permission denied')
-    monkeypatch.setattr(sources, 'write_sidecar', read_only)
+    monkeypatch.setattr(cache, 'write_record', read_only)
     assert resolve(f'inline://{VARIANT}') == str(placed)
     assert not (offline / f'{VARIANT}.pth.json').exists()

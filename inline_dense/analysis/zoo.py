@@ -1,26 +1,20 @@
 """The models the benchmark and the FLOP counter know by name, and whole models from configs.
 
-Backbones: ``inline-swin-{t,s,b}``, ``inline-cswin-{t,s,b}``, ``inline-pvt-{t,s,m,l}`` are ours;
+Backbones: ``inline-<family>-<size>`` for each variant of :mod:`inline_dense.variants` are ours;
 ``swin-*`` / ``pvt-*`` are mmdet's softmax ``SwinTransformer`` (window 7) and
 ``PyramidVisionTransformer``. A config path gives a whole mmdet/mmseg model
 (:class:`inline_dense.openmmlab.config_model.ConfigModel`), labelled by the config's file name without extension.
 """
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from torch import nn
 
-from ..models import InLineCSwin, InLinePVT, InLineSwin
-from ..models.backbone_base import InLineBackboneBase
+from .. import models, variants
 from ..openmmlab.config_model import ConfigModel
 
 DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
-
-# zoo name -> (our class, the mmdet softmax backbone built to the same preset, or None)
-FAMILIES: Dict[str, Tuple[Type[InLineBackboneBase], Optional[str]]] = {
-    'swin': (InLineSwin, 'swin'), 'cswin': (InLineCSwin, None), 'pvt': (InLinePVT, 'pvt')}
-
 
 def _mmdet_swin(preset: dict) -> nn.Module:
     # imported here: mmdet is needed only for the softmax baselines
@@ -40,16 +34,18 @@ BASELINES: Dict[str, Callable[[dict], nn.Module]] = {'swin': _mmdet_swin, 'pvt':
 
 
 def backbone_zoo() -> Dict[str, Callable[[], nn.Module]]:
-    """Name -> builder, in the order the help text lists them: per family and preset of its
-    ``arch_zoo`` (``inline-swin-t`` is ``InLineSwin('tiny')``), then the mmdet softmax backbone of
-    the same preset (``swin-t``)."""
+    """Name -> builder, in the order the help text lists them: per variant of the table
+    (:mod:`inline_dense.variants`; ``inline-swin-t`` is ``InLineSwin('tiny')``), then the mmdet
+    softmax backbone of the same preset (``swin-t``) where the family has one."""
     zoo: Dict[str, Callable[[], nn.Module]] = {}
-    for family, (cls, baseline) in FAMILIES.items():
-        for arch, preset in cls.arch_zoo.items():
-            size = arch[0]  # tiny -> t, small -> s, medium -> m, base -> b, large -> l
-            zoo[f'inline-{family}-{size}'] = lambda cls=cls, arch=arch: cls(arch, drop_path_rate=0.1)
-            if baseline is not None:
-                zoo[f'{baseline}-{size}'] = lambda baseline=baseline, preset=preset: BASELINES[baseline](preset)
+    for name, entry in variants.VARIANTS.items():
+        family = variants.FAMILIES[entry.family]
+        cls = getattr(models, family.class_name)
+        zoo[str(variants.zoo_name(name))] = lambda cls=cls, arch=entry.arch: cls(arch, drop_path_rate=0.1)
+        baseline = variants.zoo_name(name, baseline=True)
+        if baseline is not None and family.baseline is not None:
+            preset = cls.arch_zoo[entry.arch]
+            zoo[baseline] = lambda kind=family.baseline, preset=preset: BASELINES[kind](preset)
     return zoo
 
 

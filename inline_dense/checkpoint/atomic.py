@@ -4,7 +4,7 @@ The data goes to a temporary file in the destination's directory, is flushed to 
 the mode an ordinary ``open(..., 'w')`` would give (``0o666`` less the umask; ``mkstemp``
 alone gives ``0o600``), optionally checked, and renamed into place (``os.replace`` is atomic on
 POSIX). On any error the temporary file is removed. Used by the checkpoint cache
-(``checkpoint.download``) and the training checkpoints (``engine.checkpointing``).
+(``checkpoint.cache``, ``checkpoint.download``) and the training checkpoints (``engine.checkpointing``).
 """
 import contextlib
 import os

@@ -1,6 +1,52 @@
-"""The error every checkpoint reader raises, in a module of its own so that the checks
-(``finite``, ``loading``) can share it without importing each other."""
+"""The error every checkpoint reader raises, and the advice its messages end with, in a module of
+their own so that the checks (``finite``, ``reading``, ``loading``) share them without importing
+each other."""
+import contextlib
+from contextvars import ContextVar
+from typing import Iterator, NamedTuple, Optional
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read, or does not fit the backbone."""
+    """A checkpoint that cannot be read, or does not fit the model."""
+
+
+class Advice(NamedTuple):
+    """What a user can do about a checkpoint that cannot be used, in the terms of the API they called
+    (``init_cfg`` for OpenMMLab, ``pretrained_cfg_overlay`` for timm, ``encoder_weights`` for smp)."""
+    other_file: str                  # how to load another file: "point init_cfg.checkpoint at a good file"
+    no_weights: str                  # how to go without: "set init_cfg=None to train from scratch"
+    short_name: Optional[str] = None  # how to name a short name, '{name}' for it; None: not an option here
+
+    def ending(self, first: str = '') -> str:
+        """``'Point init_cfg.checkpoint at a good file, or set init_cfg=None to train from scratch.'``,
+        after ``first`` (another remedy) when given."""
+        text = f'{first + ", " if first else ""}{self.other_file}, or {self.no_weights}.'
+        return text[0].upper() + text[1:]
+
+
+INIT_CFG = Advice('point init_cfg.checkpoint at a good file', 'set init_cfg=None to train the backbone from scratch',
+                  "init_cfg.checkpoint='inline://{name}'")
+"""An OpenMMLab backbone's ``init_cfg=dict(type='Pretrained', checkpoint=...)``."""
+
+CORE = Advice('pass another checkpoint (a file, an http(s) URL or inline://<variant>)',
+              'pass none for random weights', "'inline://{name}'")
+"""The torch-only API: ``load_pretrained(model, checkpoint)``, ``build_classifier(checkpoint=...)``."""
+
+
+_ADVICE: ContextVar[Optional[Advice]] = ContextVar('inline_dense_checkpoint_advice', default=None)
+
+
+@contextlib.contextmanager
+def advising(advice: Advice) -> Iterator[None]:
+    """Loads inside the block end their errors with ``advice``, unless an enclosing block set one
+    first (smp's encoder around timm's ``create_model``: the smp user's terms win)."""
+    token = _ADVICE.set(_ADVICE.get() or advice)
+    try:
+        yield
+    finally:
+        _ADVICE.reset(token)
+
+
+def current_advice(default: Advice) -> Advice:
+    """The advice of the innermost :func:`advising` block, else ``default``."""
+    return _ADVICE.get() or default

@@ -1,210 +1,207 @@
-"""Reading checkpoints (safely) into an InLine backbone, strictly and with a clear report."""
+"""The one strict loader: every path that puts weights into a model goes through it.
+
+The OpenMMLab ``init_cfg``, timm's and smp's ``pretrained``, ``build_classifier`` and deploy load
+through :func:`load_file` (a checkpoint name) or :func:`load_state` (tensors in hand); the
+``load_from`` / resume checks, where mmengine itself copies the weights, use its
+:func:`check_weights` and :func:`fit_report`. Once, for all of them:
+
+1. resolve the name and read the file safely (``sources.resolve``, ``reading.read_checkpoint``);
+2. pick the model or the EMA weights, take ``prefix``, drop ``module.`` (``reading``);
+3. the caller's conversion (the authors' key layout -> ours);
+4. refuse non-tensor entries, NaN / inf, and integer tensors for floating-point weights;
+5. compare with the model: every missing, unexpected or other-shape key is an error, except
+   what the caller declares legitimate (:class:`Allowed`: a head of another class count, the
+   output norms a classification checkpoint lacks);
+6. ``load_state_dict(strict=True)``; one log line says what was loaded, dropped, kept fresh.
+
+Errors end with the caller's advice (:class:`~inline_dense.checkpoint.errors.Advice`).
+"""
 import logging
-import os
-import pickle
-import struct
-import zipfile
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union, cast
 
 import torch
 from torch import nn
 
+from .. import variants
 from ..typing import StateDict
-from . import safe_unpickle
-from .errors import CheckpointError
+from .errors import CORE, INIT_CFG, Advice, CheckpointError
 from .finite import check_finite
-from .safetensors_errors import SAFETENSORS_ERRORS
-from .sources import PUBLISHED, checkpoint_cache, resolve
+from .reading import read_checkpoint, select_weights, tensors_of, with_prefix
+from .sources import resolve
 
 log = logging.getLogger(__name__)
 
-# Parameters a classification checkpoint cannot hold: their absence is expected.
-OPTIONAL_PREFIXES = ('out_norms.',)
+OUTPUT_NORMS = ('out_norms.',)  # per-stage output norms: a classification checkpoint has none
+EXAMPLES = 8
+
+Convert = Callable[[StateDict], Tuple[StateDict, List[str]]]
+"""A layout conversion: state -> (state in the model's keys, keys dropped as unused)."""
 
 
-# Where the weights sit in a checkpoint dict, tried in this order.
-MODEL_KEYS = ('state_dict', 'model')         # mmengine / the authors' training code
-EMA_KEYS = ('state_dict_ema', 'model_ema')   # EMA weights (timm / the authors' CSwin files)
-WEIGHTS_CHOICES = ('auto', 'model', 'ema')
+class Convertible(Protocol):
+    """A model that converts the authors' key layout itself (the InLine backbones)."""
+
+    def convert_pretrained(self, state_dict: StateDict) -> Tuple[StateDict, List[str]]: ...
 
 
-def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
-                    example: str = 'inline_swin_t') -> Mapping:
-    """Reads a local checkpoint file without running code from it.
-
-    ``safe_unpickle.load`` reads it: its tensors as ``torch.load`` does, other pickled objects (a yacs
-    ``CfgNode``, an ``argparse.Namespace``, optimizer / scheduler state) as inert ``PickledObject``
-    data. (Not ``torch.load(weights_only=True)``: its allow-list takes whatever any imported library
-    registers, ``traceback.FrameSummary`` included, which reads files.)
-    A pickle that names or calls anything outside the allow-list (``os.system``, ``eval``,
-    ``subprocess`` ...) raises ``CheckpointError`` and nothing of it runs.
-    ``trusted=True`` unpickles arbitrary objects (``tools/convert_checkpoint.py --trusted``, for a
-    file from a source you trust that is refused otherwise). ``example``: the short name the
-    missing-file message suggests (the backbone's family).
-    """
-    path = os.path.expanduser(str(path))
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f'pretrained checkpoint {path!r} (absolute: {os.path.abspath(path)!r}) does not exist. '
-            f'Use a short name (init_cfg.checkpoint=\'inline://{example}\', downloaded on first use), '
-            f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md), point '
-            f'init_cfg.checkpoint at the file, or set init_cfg=None to train from scratch.')
-    if trusted:
-        try:
-            return torch.load(path, map_location=map_location, weights_only=False)
-        except UNREADABLE as exc:
-            raise _unreadable(path, exc) from exc
-    try:
-        safe_unpickle.refuse_torchscript(path)
-    except (safe_unpickle.RefusedPickle, zipfile.BadZipFile, OSError) as exc:
-        raise CheckpointError(f'refusing to load {path!r}: {exc}.') from exc
-    try:
-        obj, kept = safe_unpickle.load(path, map_location)
-    except safe_unpickle.RefusedPickle as exc:
-        raise CheckpointError(
-            f'refusing to load {path!r}: {exc}. Unpickling it normally would run code the file names; '
-            f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
-            f'Only if you wrote the file yourself and know why it does this: python '
-            f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
-    except UNREADABLE as exc:
-        raise _unreadable(path, exc) from exc
-    if kept:
-        log.info(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
-                 f'code run: {", ".join(kept[:8])}{" ..." if len(kept) > 8 else ""}')
-    return obj
+class Allowed(NamedTuple):
+    """What may legitimately differ between a checkpoint and its model, as key prefixes."""
+    missing: Tuple[str, ...] = ()  # model keys the checkpoint may lack: they keep their initial values
+    unused: Tuple[str, ...] = ()   # checkpoint keys the model may lack: dropped
+    resized: Tuple[str, ...] = ()  # checkpoint keys of another shape (a head of another class count): dropped, logged
 
 
-# What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
-# (a TypeError in the loader, say) is a bug and propagates as it is.
-UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error,
-              pickle.UnpicklingError) + SAFETENSORS_ERRORS
-_CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
+NOTHING = Allowed()
+"""The default: every key must match (a whole model's checkpoint)."""
 
 
-def _unreadable(path: str, exc: BaseException) -> CheckpointError:
-    detail = f'{type(exc).__name__}: {str(exc)[:200]}'
-    if isinstance(exc, (EOFError, zipfile.BadZipFile)) or any(c in str(exc).lower() for c in _CUT):
-        why = (f'it ends early or its archive is damaged ({detail}): truncated by an interrupted download or '
-               f'write: download or save it again')
-    elif isinstance(exc, SAFETENSORS_ERRORS):
-        why = f'it is a damaged or incomplete .safetensors file ({detail}): download or save it again'
-    elif isinstance(exc, safe_unpickle.MalformedPickle):
-        why = f'its pickle is malformed ({detail}): the file is damaged or not a PyTorch checkpoint'
-    else:
-        why = f'it is not a checkpoint at all, or a damaged one ({detail})'
-    where = ''
-    if os.path.dirname(os.path.abspath(path)) == str(checkpoint_cache()):
-        where = f' It is in the checkpoint cache: delete {path} and {path}.json; the next run downloads it again.'
-    return CheckpointError(f'{path!r} is not a readable PyTorch checkpoint: {why}.{where}')
+class Loaded(NamedTuple):
+    """What :func:`load_state` did, by key."""
+    loaded: List[str]
+    dropped: List[str]  # checkpoint keys not loaded (unused or resized)
+    fresh: List[str]    # model keys the checkpoint did not give
 
 
-def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> Tuple[Mapping, str]:
-    """The weights mapping inside ``obj`` and which one it is.
-
-    ``weights``: ``'auto'`` (EMA weights if the file has them, else the model's), ``'model'``,
-    ``'ema'`` (an error if the file holds none). Returns (mapping, a label for the log:
-    ``"EMA weights ('state_dict_ema')"``, ``"model weights ('model')"``, ``'model weights (bare state dict)'``).
-    """
-    if weights not in WEIGHTS_CHOICES:
-        raise ValueError(f"weights={weights!r}: use one of {list(WEIGHTS_CHOICES)} ('auto': EMA if present).")
-    if not isinstance(obj, Mapping):
-        raise CheckpointError(f'{source} holds a {type(obj).__name__}, not a checkpoint dict.')
-    ema = next((k for k in EMA_KEYS if isinstance(obj.get(k), Mapping)), None)
-    model = next((k for k in MODEL_KEYS if isinstance(obj.get(k), Mapping)), None)
-    if weights == 'ema' and ema is None:
-        raise CheckpointError(f"{source} has no EMA weights (looked for {list(EMA_KEYS)}; top-level keys: "
-                              f"{sorted(map(str, obj))[:10]}); use weights='model' or 'auto'.")
-    if ema is not None and weights in ('auto', 'ema'):
-        return obj[ema], f'EMA weights ({ema!r})'
-    if model is not None:
-        return obj[model], f'model weights ({model!r})'
-    return obj, 'model weights (bare state dict)'
+class IntegerWeightsError(CheckpointError):
+    """A checkpoint that stores floating-point weights as integer tensors."""
 
 
-def state_dict_of(obj: Mapping, source: str = 'checkpoint', weights: str = 'auto') -> StateDict:
-    """The backbone weights inside an authors' file (``model``, and ``state_dict_ema`` /
-    ``model_ema`` for EMA weights, chosen by ``weights``), an mmengine checkpoint (``state_dict``,
-    keys with or without ``backbone.``) or a bare state dict."""
-    return _tensors(select_weights(obj, weights, source)[0], source)
-
-
-def _tensors(obj: Mapping, source: str) -> StateDict:
-    state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in obj.items()}
-    if any(k.startswith('backbone.') for k in state):
-        state = {k[len('backbone.'):]: v for k, v in state.items() if k.startswith('backbone.')}
-    bad = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
-    if not state or bad:
-        raise CheckpointError(f'{source} is not a state dict of tensors'
-                              + (f' (non-tensor entries: {bad[:5]})' if bad else ' (it is empty)') + '.')
-    return state
-
-
-def compare(model_state: Mapping[str, torch.Tensor], state: StateDict) -> Tuple[List[str], List[str], List[str]]:
-    """(missing, unexpected, shape mismatches as 'key: checkpoint (..) vs model (..)')."""
-    missing = [k for k in model_state if k not in state and not k.startswith(OPTIONAL_PREFIXES)]
-    unexpected = [k for k in state if k not in model_state and not k.startswith(OPTIONAL_PREFIXES)]
+def compare(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
+            allowed: Allowed = NOTHING) -> Tuple[List[str], List[str], List[str]]:
+    """(missing, unexpected, shape mismatches as 'key: checkpoint (..) vs model (..)'), less ``allowed``."""
+    missing = [k for k in model_state if k not in state and not k.startswith(allowed.missing)]
+    unexpected = [k for k in state if k not in model_state and not k.startswith(allowed.unused)]
     mismatched = [f'{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(model_state[k].shape)}'
-                  for k in state if k in model_state and state[k].shape != model_state[k].shape]
+                  for k in state if k in model_state and state[k].shape != model_state[k].shape
+                  and not k.startswith(allowed.resized)]
     return missing, unexpected, mismatched
 
 
-def example_variant(model: nn.Module) -> str:
-    """The smallest published variant of ``model``'s family (``InLinePVT`` -> ``'inline_pvt_t'``)."""
-    family = type(model).__name__.lower().replace('inline', 'inline_', 1)
-    return next((v for v in PUBLISHED if v.startswith(family + '_')), next(iter(PUBLISHED)))
+def _examples(keys: List[str]) -> str:
+    """'(backbone 30, roi_head 12): k1, k2, ...': counts per top-level module, then examples taken
+    from each module in turn."""
+    groups: Dict[str, List[str]] = {}
+    for k in keys:
+        groups.setdefault(k.split('.')[0].split(':')[0], []).append(k)
+    picks: List[str] = []
+    for rank in range(max(len(g) for g in groups.values())):
+        picks += [g[rank] for g in groups.values() if rank < len(g)]
+    more = f', ... ({len(keys) - EXAMPLES} more)' if len(keys) > EXAMPLES else ''
+    counts = ', '.join(f'{name} {len(g)}' for name, g in groups.items())
+    return f'({counts}): {", ".join(picks[:EXAMPLES])}{more}'
 
 
-def with_prefix(state: Mapping[str, Any], prefix: str, source: str) -> Dict[str, Any]:
-    """The entries under ``prefix`` with it removed, as mmengine's ``Pretrained(prefix=...)`` takes a
-    backbone out of a detector's checkpoint."""
-    prefix = prefix if prefix.endswith('.') else prefix + '.'
-    picked = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    if not picked:
-        raise CheckpointError(f'{source} has no weights under prefix={prefix!r} (its keys start with '
-                              f'{sorted({k.split(".")[0] + "." for k in state})[:8]}).')
-    return picked
+def fit_report(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
+               allowed: Allowed = NOTHING) -> List[str]:
+    """Lines describing what does not match, [] when everything does."""
+    missing, unexpected, mismatched = compare(model_state, state, allowed)
+    return [f'  {len(keys)} {title} {_examples(keys)}'
+            for title, keys in ((f'of the model\'s {len(model_state)} weights missing from the checkpoint', missing),
+                                ('in the checkpoint that the model does not have', unexpected),
+                                ('with another shape', mismatched)) if keys]
+
+
+def integer_weights(state: Mapping[str, Any], model_state: Mapping[str, torch.Tensor]) -> List[str]:
+    """``'key (torch.int64 for torch.float32)'`` for every entry stored as an integer (or bool)
+    tensor where the model has a floating-point one: ``load_state_dict`` would cast it silently."""
+    return [f'{k} ({v.dtype} for {model_state[k].dtype})' for k, v in state.items()
+            if isinstance(v, torch.Tensor) and k in model_state and model_state[k].is_floating_point()
+            and not (v.is_floating_point() or v.is_complex())]
+
+
+def check_weights(state: Mapping[str, Any], source: str, fix: str,
+                  model_state: Optional[Mapping[str, torch.Tensor]] = None, integer_fix: Optional[str] = None) -> None:
+    """Refuses NaN / inf (:class:`~inline_dense.checkpoint.finite.NonFiniteWeightsError`) and, given
+    the model's state, integer tensors for its floating-point weights (:class:`IntegerWeightsError`);
+    ``fix`` (``integer_fix`` for the latter, when given) ends the message."""
+    check_finite(state, source, fix)
+    wrong = integer_weights(state, model_state) if model_state is not None else []
+    if wrong:
+        more = f', ... ({len(wrong) - EXAMPLES} more)' if len(wrong) > EXAMPLES else ''
+        raise IntegerWeightsError(f'{source} stores {len(wrong)} floating-point weight(s) as integers: '
+                                  f'{", ".join(wrong[:EXAMPLES])}{more}. Loading would truncate them (a weight '
+                                  f'below 1 becomes 0): the file was written wrongly. {integer_fix or fix}')
+
+
+def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str, *, allowed: Allowed = NOTHING,
+               advice: Advice = CORE, why: str = '') -> Loaded:
+    """Checks ``state`` against ``model`` (see the module docstring) and loads it strictly.
+
+    ``allowed``: what may differ; ``advice``: how the caller's user fixes a refused file; ``why``:
+    what a misfit suggests (``'is it another variant? ...'``). Model keys the checkpoint does not
+    give (only ``allowed.missing`` ones) keep their current values.
+    """
+    model_state = model.state_dict()
+    name = type(model).__name__
+    check_weights(state, source, advice.ending('download or convert the file again'), model_state)
+    resized = [k for k in state if k in model_state and k.startswith(allowed.resized)
+               and state[k].shape != model_state[k].shape]
+    if resized:
+        theirs = ', '.join(f'{k} {tuple(state[k].shape)}' for k in resized)
+        ours = ', '.join(str(tuple(model_state[k].shape)) for k in resized)
+        log.warning(f'{name}: not loading {theirs} of {source}: the model has another shape there ({ours}, e.g. '
+                    f'another num_classes), so it keeps its fresh initialisation.')
+    state = {k: v for k, v in state.items() if k not in resized}
+    lines = fit_report(model_state, state, allowed)
+    if lines:
+        raise CheckpointError('\n'.join([f'{name}: checkpoint {source} does not fit this {why or "model"}:', *lines,
+                                         '  ' + advice.ending()]))
+    usable = {k: v for k, v in state.items() if k in model_state}
+    fresh = [k for k in model_state if k not in usable]
+    model.load_state_dict({**{k: model_state[k] for k in fresh}, **usable}, strict=True)
+    return Loaded(list(usable), [k for k in state if k not in model_state] + resized, fresh)
+
+
+def load_file(model: nn.Module, checkpoint: Union[str, Mapping[str, Any]], *, convert: Optional[Convert] = None,
+              within: Optional[str] = 'backbone.', weights: str = 'auto', prefix: str = '', map_location: Any = 'cpu',
+              allowed: Allowed = NOTHING, advice: Advice = CORE, why: str = '',
+              example: str = variants.EXAMPLE) -> Loaded:
+    """Loads ``checkpoint`` (``inline://<variant>``, an http(s) or file:// URL, or a path) into ``model``.
+
+    ``convert``: the model's layout conversion; ``within``: the key prefix a whole model's checkpoint
+    holds ``model``'s weights under (a detector's ``backbone.``; None: keys as they are);
+    ``weights``: 'auto' | 'model' | 'ema' (see ``reading.select_weights``); ``prefix``,
+    ``map_location``: as in mmengine's ``Pretrained`` init; ``allowed``, ``advice``, ``why``: as in
+    :func:`load_state`; ``example``: the short name a missing-file message suggests.
+    """
+    if isinstance(checkpoint, Mapping):  # a checkpoint already in memory (timm's pretrained_cfg['state_dict'])
+        obj, source, origin = checkpoint, 'the state dict passed', 'the state dict passed'
+    else:
+        path = resolve(checkpoint)
+        obj, source = read_checkpoint(path, map_location=map_location, example=example, advice=advice), repr(path)
+        origin = path if path == checkpoint else f'{checkpoint} ({path})'
+    chosen, which = select_weights(obj, weights, source)
+    if prefix:
+        chosen = with_prefix(chosen, prefix, source)
+    state, dropped = (convert or _as_is)(tensors_of(chosen, source, within))
+    done = load_state(model, state, source, allowed=allowed, advice=advice, why=why)
+    dropped = dropped + done.dropped
+    log.info(f'{type(model).__name__}: loaded {len(done.loaded)} tensors, {which}, from {origin}; '
+             f'dropped {len(dropped)} unused ({_summary(dropped)}); newly initialised: {_summary(done.fresh)}')
+    return done._replace(dropped=dropped)
+
+
+def _as_is(state: StateDict) -> Tuple[StateDict, List[str]]:
+    return state, []
 
 
 def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
-                    map_location: Any = 'cpu') -> List[str]:
+                    map_location: Any = 'cpu', advice: Advice = INIT_CFG) -> List[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
-    ``checkpoint``: ``inline://<variant>``, an http(s) URL (both resolved to a local file, downloaded
-    into the cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' |
-    'ema' (see ``select_weights``; ``init_weights`` passes ``init_cfg``'s ``weights``). ``prefix``,
-    ``map_location``: as in mmengine's ``Pretrained`` init (``prefix='backbone.'`` takes the backbone
-    out of a detector or segmentor checkpoint).
-    Raises ``CheckpointError`` naming every missing, unexpected or shape-mismatched key;
-    returns the keys dropped as unused for dense prediction (logged in one line).
+    ``checkpoint``: ``inline://<variant>``, a URL (resolved to a local file, downloaded into the
+    cache on first use; see ``sources.resolve``) or a path. ``weights``: 'auto' | 'model' | 'ema'
+    (``init_weights`` passes ``init_cfg``'s ``weights``). ``prefix``, ``map_location``: as in
+    mmengine's ``Pretrained`` init (``prefix='backbone.'`` takes the backbone out of a detector or
+    segmentor checkpoint). The output norms (``out_norms.``) may be missing (a classification
+    checkpoint) or unused (this config's ``out_indices``). Raises ``CheckpointError`` naming every
+    missing, unexpected or shape-mismatched key; returns the keys dropped as unused.
     """
-    path = resolve(checkpoint)
-    chosen, which = select_weights(read_checkpoint(path, map_location=map_location, example=example_variant(model)),
-                                   weights, repr(path))
-    if prefix:
-        chosen = with_prefix(chosen, prefix, repr(path))
-    state, dropped = model.convert_pretrained(_tensors(chosen, repr(path)))
-    check_finite(state, repr(path), 'Download or convert the file again, or point init_cfg at a good file '
-                                    '(init_cfg=None trains the backbone from scratch).')
-    model_state = model.state_dict()
-    missing, unexpected, mismatched = compare(model_state, state)
-    if missing or unexpected or mismatched:
-        lines = [f'{model.__class__.__name__}: checkpoint {path!r} does not fit this backbone '
-                 f'(is it another variant? check arch / depths / embed_dims / attn_type):']
-        for title, keys in (('missing', missing), ('unexpected', unexpected), ('shape mismatch', mismatched)):
-            if keys:
-                shown = ', '.join(keys[:20]) + (f', ... ({len(keys) - 20} more)' if len(keys) > 20 else '')
-                lines.append(f'  {title} ({len(keys)}): {shown}')
-        raise CheckpointError('\n'.join(lines))
-    unused = [k for k in state if k not in model_state]  # optional output norms this config does not use
-    usable = {k: v for k, v in state.items() if k in model_state}
-    model.load_state_dict(usable, strict=False)
-    dropped = dropped + unused
-    fresh = [k for k in model_state if k not in usable]
-    origin = path if path == checkpoint else f'{checkpoint} ({path})'
-    log.info(f'{model.__class__.__name__}: loaded {len(usable)} tensors, {which}, from {origin}; '
-             f'dropped {len(dropped)} unused by dense prediction ({_summary(dropped)}); '
-             f'newly initialised: {_summary(fresh)}')
-    return dropped
+    return load_file(model, checkpoint, convert=cast(Convertible, model).convert_pretrained, weights=weights,
+                     prefix=prefix, map_location=map_location,
+                     allowed=Allowed(missing=OUTPUT_NORMS, unused=OUTPUT_NORMS), advice=advice,
+                     why='backbone (is it another variant? check arch / depths / embed_dims / attn_type)',
+                     example=variants.example_of_class(type(model).__name__)).dropped
 
 
 def _summary(keys: List[str]) -> str:

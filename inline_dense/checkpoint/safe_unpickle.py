@@ -40,7 +40,7 @@ import struct
 import sys
 import zipfile
 from collections import Counter, OrderedDict
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Set, Tuple
 
 import torch
 
@@ -69,11 +69,17 @@ def _lookup_loaded(module: str, name: str) -> Any:
     return obj
 
 
-class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
+class RestrictedUnpickler(pickle._Unpickler):
     """See the module docstring. ``placeholders`` collects the names turned into data."""
 
     allowed: Dict[str, Any] = {}
     placeholders: Set[str]
+    # set by pickle's pure-Python unpickler at run time; declared for the type checker (typeshed omits them)
+    stack: List[Any]
+    append: Callable[[Any], None]
+    pop_mark: Callable[[], List[Any]]
+    proto: int
+    fix_imports: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -225,7 +231,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
             # an opcode without its operands (IndexError: the stack is empty), an unknown opcode (KeyError)
             raise MalformedPickle(f'the pickle is malformed ({type(exc).__name__}: {str(exc)[:120]})') from exc
 
-    dispatch = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+    dispatch: ClassVar[Dict[int, Callable[..., None]]] = dict(pickle._Unpickler.dispatch)
     dispatch[pickle.REDUCE[0]] = load_reduce
     dispatch[pickle.NEWOBJ[0]] = load_newobj
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex

@@ -14,12 +14,12 @@ as JSON strings in its header) for that extension, else ``torch.save``'s format;
 import errno
 import json
 import os
-from typing import IO, Any, Dict, Mapping, Optional
+from typing import IO, Any, Dict, Mapping, Optional, cast
 
 import torch
 
 from .atomic import PathLike, atomic_writer
-from .loading import CheckpointError
+from .errors import CheckpointError
 
 # errno values meaning "the file system has no room for the data" (EDQUOT: a quota, where defined)
 NO_SPACE = tuple({errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)})
@@ -136,7 +136,7 @@ def save_atomically(obj: Any, dst: PathLike) -> None:
         with atomic_writer(dst) as f:
             watched = _WatchedWriter(f)
             try:
-                torch.save(obj, watched)
+                torch.save(obj, cast(IO[bytes], watched))  # a file object: write() and flush()
             except RuntimeError:
                 if watched.error is not None:
                     raise watched.error from None

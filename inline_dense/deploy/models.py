@@ -3,21 +3,19 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from torch import nn
 
-from ..checkpoint.loading import CheckpointError, compare, read_checkpoint, select_weights
+from ..checkpoint import Advice, load_file
 from ..openmmlab.config_model import ConfigModel
 from ..runtime import inline_layers
 from .wrappers import DetectorFeatures, SegmentorLogits, replace_adaptive_pooling, replace_float_upsampling
 
+DEPLOY = Advice("pass the whole-model checkpoint tools/train.py wrote for this config",
+                'leave the checkpoint out to export the config\'s random initialisation')
+
 
 def load_full_checkpoint(model: nn.Module, checkpoint: str) -> None:
-    """Loads a whole-model checkpoint (tools/train.py's .pth) strictly: every key must match."""
-    state, _ = select_weights(read_checkpoint(checkpoint), 'auto', repr(checkpoint))
-    missing, unexpected, mismatched = compare(model.state_dict(), dict(state))
-    if missing or unexpected or mismatched:
-        raise CheckpointError(f'{checkpoint!r} does not fit the model of this config (is it from another config?): '
-                              f'missing {missing[:10]}, unexpected {unexpected[:10]}, '
-                              f'shape mismatch {mismatched[:10]}.')
-    model.load_state_dict(state, strict=True)
+    """Loads a whole-model checkpoint (tools/train.py's .pth) through the one strict loader: every
+    key must match, NaN / inf and integer-typed weights are refused."""
+    load_file(model, checkpoint, within=None, advice=DEPLOY, why="config's model (is it from another config?)")
 
 
 def deployable(config: str, checkpoint: Optional[str] = None, attn_impl: Optional[str] = None,

@@ -10,12 +10,15 @@ The authors' heads: InLine-Swin and InLine-CSwin normalise the last stage (``nor
 its tokens; InLine-PVT averages the last stage's tokens without a norm. Then ``head`` (Linear).
 """
 import re
-from typing import Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import torch
 from torch import nn
 
-from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights
+from .. import variants
+from ..checkpoint import CORE, Advice, Allowed, load_file
+from ..checkpoint.adapt import adapt_input_conv
+from ..checkpoint.errors import current_advice
 from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
 from .inline_cswin import InLineCSwin
@@ -23,17 +26,11 @@ from .inline_pvt import InLinePVT
 from .inline_swin import InLineSwin
 from .layers import TransformerBlock
 
-FAMILIES: Dict[str, Type[InLineBackboneBase]] = {'swin': InLineSwin, 'pvt': InLinePVT, 'cswin': InLineCSwin}
-FINAL_NORM = {'swin': True, 'pvt': False, 'cswin': True}
-FIRST_CONV = {'swin': 'backbone.patch_embed.proj', 'pvt': 'backbone.stages.0.patch_embed.proj',
-              'cswin': 'backbone.stem.conv'}
-# the published variants: name -> (family, arch preset); the names of ``inline://``
-VARIANTS: Dict[str, Tuple[str, str]] = {
-    'inline_swin_t': ('swin', 'tiny'), 'inline_swin_s': ('swin', 'small'), 'inline_swin_b': ('swin', 'base'),
-    'inline_pvt_t': ('pvt', 'tiny'), 'inline_pvt_s': ('pvt', 'small'), 'inline_pvt_m': ('pvt', 'medium'),
-    'inline_pvt_l': ('pvt', 'large'),
-    'inline_cswin_t': ('cswin', 'tiny'), 'inline_cswin_s': ('cswin', 'small'), 'inline_cswin_b': ('cswin', 'base'),
-}
+# from the variant table (inline_dense.variants): family -> backbone class, variant -> (family, preset)
+FAMILIES: Dict[str, Type[InLineBackboneBase]] = {
+    family: {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}[spec.class_name]
+    for family, spec in variants.FAMILIES.items()}
+VARIANTS: Dict[str, Tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 
@@ -100,7 +97,7 @@ class InLineClassifier(nn.Module):
         self.num_features = self.head_hidden_size = dims[-1]
         self.num_classes = num_classes
         self.in_chans = in_chans
-        self.norm = nn.LayerNorm(dims[-1]) if FINAL_NORM[family] else nn.Identity()
+        self.norm = nn.LayerNorm(dims[-1]) if variants.FAMILIES[family].final_norm else nn.Identity()
         self.global_pool = self._check_pool(global_pool)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
@@ -220,45 +217,45 @@ class InLineClassifier(nn.Module):
         out.update(head)
         return out
 
-    def load_pretrained(self, checkpoint: str, weights: str = 'auto') -> List[str]:
+    def load_pretrained(self, checkpoint: Union[str, Mapping[str, torch.Tensor]], weights: str = 'auto',
+                        advice: Optional[Advice] = None) -> List[str]:
         """Loads the authors' checkpoint (a path, URL or ``inline://`` name; EMA weights when the file
-        has them, unless ``weights`` says 'model') strictly; its head only if it fits ``num_classes``
-        (otherwise the head stays freshly initialised). Returns the checkpoint keys not loaded."""
-        path = resolve(checkpoint)
-        chosen, _ = select_weights(read_checkpoint(path), weights, repr(path))
-        state = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in chosen.items()}
-        state = self.convert_pretrained(state)
-        own = self.state_dict()
-        skipped = [k for k in state if k.startswith('head.') and (k not in own or own[k].shape != state[k].shape)]
-        state = {k: v for k, v in state.items() if k not in skipped}
-        if any(k.startswith('norm.') for k in state) and 'norm.weight' not in own:  # norm pruned (features_only)
-            skipped += [k for k in state if k.startswith('norm.')]
-            state = {k: v for k, v in state.items() if not k.startswith('norm.')}
-        missing = [k for k in own if k not in state and not k.startswith('head.')]  # no head: a fresh one
-        unexpected = [k for k in state if k not in own]
-        mismatched = [f'{k}: {tuple(state[k].shape)} vs {tuple(own[k].shape)}' for k in state
-                      if k in own and state[k].shape != own[k].shape]
-        if missing or unexpected or mismatched:
-            raise CheckpointError(f'{checkpoint!r} does not fit InLine-{self.family} {self.backbone.arch} '
-                                  f'(another variant?): missing {missing[:8]}, unexpected {unexpected[:8]}, '
-                                  f'shape mismatch {mismatched[:8]}.')
-        self.load_state_dict(state, strict=False)
-        return skipped
+        has them, unless ``weights`` says 'model') strictly through the one loader
+        (:func:`inline_dense.checkpoint.load_file`). Its head only if it fits ``num_classes``: a head of
+        another size is dropped with a log line naming it, and the model's stays freshly initialised;
+        a 3-channel first convolution is adapted to ``in_chans`` (summed for 1, repeated and scaled
+        otherwise, as timm's ``adapt_input_conv``). ``checkpoint`` may be a state dict (timm's
+        ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (default: the
+        enclosing ``checkpoint.errors.advising`` block's, e.g. timm's, else the torch API's).
+        Returns the checkpoint keys not loaded."""
+        first_conv = variants.FAMILIES[self.family].first_conv + '.weight'
+
+        def convert(state: StateDict) -> Tuple[StateDict, List[str]]:
+            state = self.convert_pretrained(state)
+            if first_conv in state:
+                state[first_conv] = adapt_input_conv(state[first_conv], self.in_chans, first_conv)
+            return state, []
+
+        optional = ('head.', 'norm.')  # no head (num_classes=0), the final norm pruned (features_only)
+        return load_file(self, checkpoint, convert=convert, within=None, weights=weights,
+                         allowed=Allowed(missing=('head.',), unused=optional, resized=('head.',)),
+                         advice=advice or current_advice(CORE),
+                         why=f'model, InLine-{self.family} {self.backbone.arch} (is it another variant?)',
+                         example=variants.example_of(self.family)).dropped
 
 
 def variant_kwargs(variant: str) -> Dict[str, str]:
-    """``'inline_swin_t'`` -> ``{'family': 'swin', 'arch': 'tiny'}``."""
-    if variant not in VARIANTS:
-        raise ValueError(f'unknown InLine variant {variant!r}; use one of {sorted(VARIANTS)}.')
-    family, arch = VARIANTS[variant]
-    return dict(family=family, arch=arch)
+    """A published variant's ``{'family': ..., 'arch': ...}`` (from :mod:`inline_dense.variants`)."""
+    entry = variants.variant(variant)
+    return dict(family=entry.family, arch=entry.arch)
 
 
 def build_classifier(variant: str, num_classes: int = 1000, checkpoint: Optional[str] = None,
                      **kwargs) -> InLineClassifier:
-    """The authors' ImageNet model ``variant`` (e.g. 'inline_swin_t'), loaded from ``checkpoint``
-    (a path, URL or ``inline://`` name) when given."""
-    model = InLineClassifier(num_classes=num_classes, **variant_kwargs(variant), **kwargs)
+    """The authors' ImageNet model ``variant`` (a name of :data:`inline_dense.variants.VARIANTS`),
+    loaded from ``checkpoint`` (a path, URL or ``inline://`` name) when given."""
+    entry = variants.variant(variant)
+    model = InLineClassifier(family=entry.family, arch=entry.arch, num_classes=num_classes, **kwargs)
     if checkpoint is not None:
         model.load_pretrained(checkpoint)
     return model

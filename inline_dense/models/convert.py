@@ -4,26 +4,22 @@ It sits with the models, above the checkpoint reading it uses: each backbone cla
 authors' key layout (``convert_pretrained``)."""
 from typing import Tuple
 
+from .. import variants
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
 from ..checkpoint.saving import check_output_path, save_converted
 from ..typing import StateDict
-from .inline_cswin import InLineCSwin
-from .inline_pvt import InLinePVT
-from .inline_swin import InLineSwin
+from .classifier import FAMILIES
 
 
 def detect_backbone(state: StateDict) -> str:
-    """'InLineSwin', 'InLinePVT' or 'InLineCSwin' from the key layout (authors' or ours)."""
-    keys = list(state)
-    if any(k.startswith(('stage1_conv_embed.', 'stem.conv.')) for k in keys):
-        return 'InLineCSwin'
-    if any(k.startswith('layers.') for k in keys) or any('.downsample.reduction.' in k for k in keys):
-        return 'InLineSwin'
-    if any(k.startswith(('block1.', 'patch_embed1.', 'pos_embed1')) for k in keys) or \
-            any(k.startswith('stages.') and '.pos_embed' in k for k in keys):
-        return 'InLinePVT'
-    raise CheckpointError('cannot tell whether this checkpoint holds InLine-Swin, InLine-PVT or InLine-CSwin weights '
-                          f'(first keys: {keys[:5]}); pass --backbone explicitly.')
+    """The backbone class name ('InLineSwin', ...) from the key layout (authors' or ours), by the
+    families' ``key_patterns`` in :mod:`inline_dense.variants`."""
+    family = variants.detect_family(state)
+    if family is None:
+        titles = ', '.join(f'InLine-{spec.title}' for spec in variants.FAMILIES.values())
+        raise CheckpointError(f'cannot tell which of {titles} this checkpoint holds (first keys: {list(state)[:5]}); '
+                              f'pass --backbone explicitly.')
+    return variants.FAMILIES[family].class_name
 
 
 def check_family(state: StateDict, backbone: str, source: str) -> str:
@@ -56,7 +52,7 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     check_output_path(dst, path)
     chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
     state = state_dict_of(chosen, repr(src), 'model')
-    classes = {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}
+    classes = {cls.__name__: cls for cls in FAMILIES.values()}
     if backbone != 'auto' and backbone not in classes:
         raise ValueError(f'unknown backbone {backbone!r}; use one of {sorted(classes)} or auto.')
     name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))

@@ -1,6 +1,7 @@
 """The InLine backbones as OpenMMLab modules: ``init_cfg``, ``init_weights()`` and registration.
 
-Each class here is the torch-only core class (:mod:`inline_dense.models`) with mmengine's
+Each class here (one per family of :mod:`inline_dense.variants`) is the torch-only core class
+(:mod:`inline_dense.models`) with mmengine's
 ``BaseModule`` behind it and :class:`OpenMMLabBackbone` in front, registered in mmengine's root
 ``MODELS`` under the core's name (mmdet's and mmseg's ``MODELS`` are children of it). Nothing of
 the architecture is repeated: the MRO is adapter mixin -> core family -> core base -> ``BaseModule``
@@ -19,6 +20,7 @@ from mmengine.model.weight_init import initialize
 from mmengine.registry import MODELS
 
 from .. import models as core
+from .. import variants
 from ..checkpoint import load_pretrained
 
 InitCfg = Union[dict, List[dict], None]
@@ -30,10 +32,10 @@ def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
     for entry in entries:
         if not isinstance(entry, dict) or 'type' not in entry:
             raise TypeError(f"{backbone}: init_cfg must be None, a dict with a 'type' (e.g. dict(type='Pretrained', "
-                            f"checkpoint='inline://inline_swin_t')) or a list of such dicts; got {init_cfg!r}.")
+                            f"checkpoint='inline://{variants.EXAMPLE}')) or a list of such dicts; got {init_cfg!r}.")
         if entry['type'] == 'Pretrained' and not entry.get('checkpoint'):
             raise ValueError(f"{backbone}: init_cfg=dict(type='Pretrained') needs checkpoint=PATH (a file, a URL "
-                             f"or a name such as 'inline://inline_swin_t').")
+                             f"or a name such as 'inline://{variants.EXAMPLE}').")
     return init_cfg
 
 
@@ -62,7 +64,7 @@ class OpenMMLabBackbone:
         self.init_from_scratch()  # also what a classification checkpoint lacks (output norms)
         if others:
             initialize(self, others)
-        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint'}
+        options = set(inspect.signature(load_pretrained).parameters) - {'model', 'checkpoint', 'advice'}
         for entry in pretrained:
             extra = {k: v for k, v in entry.items() if k not in ('type', 'checkpoint')}
             unknown = sorted(set(extra) - options)
@@ -73,16 +75,17 @@ class OpenMMLabBackbone:
         self._is_init = True
 
 
-@MODELS.register_module()
-class InLineSwin(OpenMMLabBackbone, core.InLineSwin, BaseModule):
-    __doc__ = core.InLineSwin.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
+def _openmmlab_class(core_cls: type) -> type:
+    """``core_cls`` with the adapter in front and ``BaseModule`` behind, registered under its name."""
+    cls = type(core_cls.__name__, (OpenMMLabBackbone, core_cls, BaseModule),
+               dict(__doc__=core_cls.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1], __module__=__name__,
+                    __qualname__=core_cls.__name__))
+    MODELS.register_module(module=cls)
+    return cls
 
 
-@MODELS.register_module()
-class InLinePVT(OpenMMLabBackbone, core.InLinePVT, BaseModule):
-    __doc__ = core.InLinePVT.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
+# one class per family of the variant table: InLineSwin, InLinePVT, InLineCSwin
+for _family in variants.FAMILIES.values():
+    globals()[_family.class_name] = _openmmlab_class(getattr(core, _family.class_name))
 
-
-@MODELS.register_module()
-class InLineCSwin(OpenMMLabBackbone, core.InLineCSwin, BaseModule):
-    __doc__ = core.InLineCSwin.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1]
+__all__ = ['OpenMMLabBackbone', 'check_init_cfg', *(f.class_name for f in variants.FAMILIES.values())]

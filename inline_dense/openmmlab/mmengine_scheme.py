@@ -5,7 +5,7 @@ the reading itself is the torch-only :mod:`inline_dense.checkpoint`'s.
 """
 from typing import Any, Dict
 
-from ..checkpoint.loading import read_checkpoint, select_weights
+from ..checkpoint.reading import read_checkpoint, select_weights
 from ..checkpoint.sources import SCHEME, resolve
 
 

@@ -31,8 +31,8 @@ from mmengine.logging import print_log
 from mmengine.registry import HOOKS
 from mmengine.runner import Runner
 
+from ...checkpoint.archive import archive_problem
 from ...checkpoint.atomic import TMP_PREFIX, atomic_write_text, commit
-from ...checkpoint.download import archive_problem
 from .mmengine_compat import check_mmengine_version, runner_private
 
 

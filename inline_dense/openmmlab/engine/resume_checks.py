@@ -18,8 +18,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 
-from ...checkpoint.download import archive_problem
-from ...checkpoint.loading import CheckpointError, read_checkpoint
+from ...checkpoint.archive import archive_problem
+from ...checkpoint.errors import CheckpointError
+from ...checkpoint.reading import read_checkpoint
 
 
 class ResumeError(CheckpointError):
