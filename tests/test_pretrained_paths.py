@@ -204,7 +204,7 @@ def test_the_variant_table_feeds_every_consumer():
 def test_the_fit_hook_refuses_integer_weights_too():
     from types import SimpleNamespace
 
-    from inline_dense.engine import CheckpointFitHook
+    from inline_dense.openmmlab.engine import CheckpointFitHook
     model = torch.nn.Linear(2, 2)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     state['weight'] = (state['weight'] * 10).long()
