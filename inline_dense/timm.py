@@ -63,8 +63,26 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
         overlay.setdefault('custom_load', True)
     family, arch = VARIANTS[variant]
     return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
-                                feature_cfg=dict(feature_cls='getter', out_indices=(0, 1, 2, 3)),
-                                family=family, arch=arch, **kwargs)
+                                feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch, **kwargs)
+
+
+def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """timm's ``feature_cfg`` (the getter over all four stages); with ``features_only``, takes
+    ``output_fmt`` out of the model's arguments into it (the getter gives 'NCHW' or 'NHWC' maps)."""
+    cfg: Dict[str, Any] = dict(feature_cls='getter', out_indices=(0, 1, 2, 3))
+    if 'output_fmt' not in kwargs:
+        return cfg
+    fmt = kwargs.pop('output_fmt')
+    feature_cls = kwargs.get('feature_cls', 'getter')
+    if not kwargs.get('features_only'):
+        raise TypeError(f"timm.create_model({variant!r}, output_fmt={fmt!r}): output_fmt applies to "
+                        f"features_only=True; forward_features gives (B, C, h, w).")
+    if fmt != 'NCHW' and feature_cls != 'getter':
+        raise ValueError(f"timm.create_model({variant!r}, features_only=True, feature_cls={feature_cls!r}, "
+                         f"output_fmt={fmt!r}): only the feature getter (feature_cls='getter', the default) "
+                         f"gives NHWC maps; the {feature_cls!r} features are the stages' NCHW outputs.")
+    cfg['output_fmt'] = fmt
+    return cfg
 
 
 def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:

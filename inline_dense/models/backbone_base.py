@@ -96,6 +96,9 @@ class InLineBackboneBase(nn.Module):
             raise TypeError(f'{name}.build must set self.stages to an nn.ModuleList of {n} stages and return '
                             f'{n} strides (one per stage); it returned {strides!r}.')
         self.strides: Tuple[int, ...] = strides
+        # one Identity per stage, called on its output map: where forward hooks (timm's
+        # feature_cls='hook', FeatureHookNet) read the stage outputs; no parameters, no keys
+        self.taps = nn.ModuleList(nn.Identity() for _ in range(n))
         self._freeze()
         if self.init_at_construction:
             self.init_from_scratch()
@@ -178,7 +181,7 @@ class InLineBackboneBase(nn.Module):
             mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
             tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
             if i in self.out_indices:
-                outs.append(self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]])
+                outs.append(self.taps[i](self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]]))
         return tuple(outs)
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
