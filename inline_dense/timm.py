@@ -13,6 +13,9 @@ tag, ``.in1k``, the authors' ImageNet-1K checkpoint.
   ``checkpoints/<name>.pth``, the cache, else a download; a safe unpickler; EMA weights when
   present), handed to timm as ``pretrained_cfg['file']`` with ``custom_load``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
+- ``feature_cls='hook'`` reads the stages' outputs at ``backbone.taps.i``; ``feature_cls='fx'``
+  traces with the attentions as leaf modules (registered here with timm's notrace lists);
+  ``output_fmt='NHWC'`` with the getter.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
   ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
 """
@@ -20,10 +23,17 @@ from typing import Any, Callable, Dict
 
 import timm  # noqa: F401  (the package this module plugs into)
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import (
+    build_model_with_cfg,
+    generate_default_cfgs,
+    register_model,
+    register_notrace_function,
+    register_notrace_module,
+)
 
 from .checkpoint import PUBLISHED, SCHEME, DownloadError, resolve
 from .models.classifier import FIRST_CONV, VARIANTS, InLineClassifier, check_output_stride
+from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
 
 SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
@@ -96,5 +106,12 @@ def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:
 
 for _variant in VARIANTS:
     globals()[_variant] = register_model(_entrypoint(_variant))
+
+# timm's FX feature extraction (feature_cls='fx', its tests' tracer): the attentions stay leaf
+# modules and the size-dependent helpers stay calls (see inline_dense.models.tracing)
+for _module in FX_LEAF_MODULES:
+    register_notrace_module(_module)
+for _function in FX_AUTOWRAP_FUNCTIONS:
+    register_notrace_function(_function)
 
 __all__ = ['default_cfgs', *VARIANTS]

@@ -13,9 +13,11 @@ import timm.optim
 import torch
 from timm.models import FeatureHookNet
 from timm.models._manipulate import reinit_non_persistent_buffers
+from torchvision.models.feature_extraction import create_feature_extractor
 
 import inline_dense.timm  # noqa: F401  (registers the models)
 from inline_dense.models.classifier import VARIANTS
+from inline_dense.models.tracing import FX_LEAF_MODULES
 
 SMALL = ('inline_swin_t', 'inline_pvt_t', 'inline_cswin_t')
 _NARROW = {'inline_swin_t': dict(embed_dims=16, num_heads=(1, 2, 4, 8)),
@@ -138,3 +140,38 @@ def test_meta_build_to_empty_then_load_or_reinit_equals_a_normal_build(variant, 
     for name, buf in normal.named_buffers():
         assert torch.equal(dict(loaded.named_buffers())[name], buf), name
     assert bool(done) == (variant == 'inline_swin_t')  # Swin's relative_position_index
+
+
+# ----------------------------------------------------------------------------- FX
+class LeafTracer(torch.fx.Tracer):
+    """Plain torch.fx with the attentions as leaf modules (and the core's wrapped helpers)."""
+
+    def is_leaf_module(self, module, name):
+        return isinstance(module, FX_LEAF_MODULES) or super().is_leaf_module(module, name)
+
+
+@pytest.mark.parametrize('variant', SMALL)
+def test_fx_forward_backward_and_feature_extraction(variant, x):
+    model = small(variant, num_classes=7)
+    fx = create_feature_extractor(model, ['head'], tracer_kwargs=dict(leaf_modules=list(FX_LEAF_MODULES)))
+    with torch.no_grad():
+        assert torch.equal(fx(x)['head'], model(x))
+    fx.train()(torch.cat([x, x.flip(-1)]))['head'].mean().backward()
+    assert all(p.grad is not None for p in fx.parameters())
+    getter = small(variant, features_only=True)
+    traced = small(variant, features_only=True, feature_cls='fx')
+    with torch.no_grad():
+        for a, b in zip(getter(x), traced(x)):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('variant', SMALL)
+def test_fx_traced_backbone_keeps_padding_masks_and_small_inputs(variant, x):
+    backbone = small(variant).backbone
+    graph = torch.fx.GraphModule(backbone, LeafTracer().trace(backbone))
+    batch = torch.cat([x, torch.randn(X)])
+    valid_hw = [(72, 88), (40, 50)]
+    with torch.no_grad():
+        for args in ((batch, valid_hw), (x[..., :20, :24],)):  # a padded batch; below the total stride
+            for a, b in zip(graph(*args), backbone(*args)):
+                assert torch.equal(a, b)
