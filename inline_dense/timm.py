@@ -16,6 +16,9 @@ ImageNet-1K checkpoint.
   NaN / inf and integer-typed weights are refused, a head of another class count is dropped with a
   log line, a first convolution is adapted to ``in_chans``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
+- ``feature_cls='hook'`` reads the stages' outputs at ``backbone.taps.i``; ``feature_cls='fx'``
+  traces with the attentions as leaf modules (registered here with timm's notrace lists);
+  ``output_fmt='NHWC'`` with the getter.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
   ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
 """
@@ -24,13 +27,20 @@ from typing import Any, Callable, Dict, Optional, Union
 import timm  # noqa: F401  (the package this module plugs into)
 from huggingface_hub.utils import EntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import (
+    build_model_with_cfg,
+    generate_default_cfgs,
+    register_model,
+    register_notrace_function,
+    register_notrace_module,
+)
 from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
 from . import variants
 from .checkpoint import CORE, PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
 from .checkpoint.errors import advising, current_advice
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
+from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
 
 SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
@@ -118,8 +128,27 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
                 overlay['custom_load'] = True  # the authors' layout: converted, and loaded strictly, by ours
         family, arch = VARIANTS[variant]
         return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
-                                    feature_cfg=dict(feature_cls='getter', out_indices=(0, 1, 2, 3)),
-                                    family=family, arch=arch, **kwargs)
+                                    feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch,
+                                    **kwargs)
+
+
+def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """timm's ``feature_cfg`` (the getter over all four stages); with ``features_only``, takes
+    ``output_fmt`` out of the model's arguments into it (the getter gives 'NCHW' or 'NHWC' maps)."""
+    cfg: Dict[str, Any] = dict(feature_cls='getter', out_indices=(0, 1, 2, 3))
+    if 'output_fmt' not in kwargs:
+        return cfg
+    fmt = kwargs.pop('output_fmt')
+    feature_cls = kwargs.get('feature_cls', 'getter')
+    if not kwargs.get('features_only'):
+        raise TypeError(f"timm.create_model({variant!r}, output_fmt={fmt!r}): output_fmt applies to "
+                        f"features_only=True; forward_features gives (B, C, h, w).")
+    if fmt != 'NCHW' and feature_cls != 'getter':
+        raise ValueError(f"timm.create_model({variant!r}, features_only=True, feature_cls={feature_cls!r}, "
+                         f"output_fmt={fmt!r}): only the feature getter (feature_cls='getter', the default) "
+                         f"gives NHWC maps; the {feature_cls!r} features are the stages' NCHW outputs.")
+    cfg['output_fmt'] = fmt
+    return cfg
 
 
 def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:
@@ -133,5 +162,12 @@ def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:
 
 for _variant in VARIANTS:
     globals()[_variant] = register_model(_entrypoint(_variant))
+
+# timm's FX feature extraction (feature_cls='fx', its tests' tracer): the attentions stay leaf
+# modules and the size-dependent helpers stay calls (see inline_dense.models.tracing)
+for _module in FX_LEAF_MODULES:
+    register_notrace_module(_module)
+for _function in FX_AUTOWRAP_FUNCTIONS:
+    register_notrace_function(_function)
 
 __all__ = ['default_cfgs', *VARIANTS]

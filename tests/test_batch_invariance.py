@@ -72,7 +72,7 @@ def test_backbone_features_do_not_depend_on_batch(name, images):
             assert max(valid_region_error(alone, unmasked, img.shape[-2:], 0, 1)) > 1e-2
 
 
-@pytest.mark.parametrize('name', ['swin-ISMS1', 'pvt-IIII', 'cswin-ISIS'])
+@pytest.mark.parametrize('name', ['swin-ISMS1', 'pvt-SIIS', 'pvt-IIII', 'cswin-ISIS'])
 def test_unpadded_image_matches_masked_batch(name, images):
     """An image fed at its own size (no padding at all, no mask) gives the features it has in
     a padded batch: the mask makes padding look like the zero padding of the layers."""
@@ -84,6 +84,23 @@ def test_unpadded_image_matches_masked_batch(name, images):
         batched = model(*padded_batch([small, big], size_divisor=32))
     errs = valid_region_error(alone, batched, small.shape[-2:])
     assert max(errs) < TOL, errs
+
+
+def test_pvt_reduced_keys_are_padding_independent_at_every_grid_size():
+    """PVT's spatial-reduction stages (sr_ratios 8, 4, 2) alone and in a padded batch, for image
+    sides that leave every remainder of the reduction (and one below a block, padded alone too)."""
+    torch.manual_seed(0)
+    model = build_tiny('pvt', drop_path_rate=0.0, depths=(1, 1, 1, 1), mlp_ratios=(2, 2, 2, 2),
+                       attn_type='SSSI').eval()
+    g = torch.Generator().manual_seed(3)
+    big = torch.randn(3, 128, 128, generator=g)
+    with torch.no_grad():
+        for h, w in ((33, 33), (36, 44), (60, 52), (64, 100), (20, 28)):
+            img = torch.randn(3, h, w, generator=g)
+            alone = model(img[None])
+            batched = model(*padded_batch([big, img], size_divisor=32))
+            errs = valid_region_error(alone, batched, (h, w), 0, 1)
+            assert max(errs) < TOL, f'{h}x{w}: per-stage max error {errs}'
 
 
 def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):

@@ -150,8 +150,8 @@ def test_reset_classifier_and_pre_logits(variant):
         assert torch.equal(model(x), pooled) and pooled.shape == (1, model.num_features)
         model.reset_classifier(4)
         assert model(x).shape == (1, 4) and model.get_classifier().out_features == 4
-    with pytest.raises(ValueError, match='global_pool'):
-        model.reset_classifier(4, 'max')
+    with pytest.raises(ValueError, match="global_pool='catavgmax'"):
+        model.reset_classifier(4, 'catavgmax')
 
 
 @pytest.mark.parametrize('variant', SMALL_PRESETS)

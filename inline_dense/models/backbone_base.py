@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
 from .arch import check_backbone_options, check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
@@ -96,6 +97,9 @@ class InLineBackboneBase(nn.Module):
             raise TypeError(f'{name}.build must set self.stages to an nn.ModuleList of {n} stages and return '
                             f'{n} strides (one per stage); it returned {strides!r}.')
         self.strides: Tuple[int, ...] = strides
+        # one Identity per stage, called on its output map: where forward hooks (timm's
+        # feature_cls='hook', FeatureHookNet) read the stage outputs; no parameters, no keys
+        self.taps = nn.ModuleList(nn.Identity() for _ in range(n))
         self._freeze()
         if self.init_at_construction:
             self.init_from_scratch()
@@ -129,22 +133,8 @@ class InLineBackboneBase(nn.Module):
         return self.strides[-1]
 
     def check_input(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> None:
-        name = type(self).__name__
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f'{name}: expected an input of shape (B, {self.in_channels}, H, W), '
-                             f'got {tuple(x.shape)}. Pass a batch of {self.in_channels}-channel images, '
-                             f'or set in_channels to match.')
-        h, w = x.shape[-2:]
-        if not (x.is_floating_point() or x.shape[0] == 0):
-            raise TypeError(f'{name}: got a {x.dtype} input; the backbone takes normalised floating-point images '
-                            f'(what the data preprocessor makes of the pixels: (x - mean) / std as float).')
-        if valid_hw is not None:
-            sizes = [tuple(s) for s in valid_hw]
-            if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
-                                              for s in sizes):
-                raise ValueError(f'{name}: valid_hw={sizes} must hold one (height, width) per image '
-                                 f'({x.shape[0]}), each between 1 and the input size {h}x{w}: the real size '
-                                 f'of each image before padding, e.g. img_shape of its data sample.')
+        """A ValueError / TypeError a user can act on for a wrong input (see ``check_image_input``)."""
+        check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
 
     def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
                     valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
@@ -161,12 +151,12 @@ class InLineBackboneBase(nn.Module):
         A side below the total stride is padded here, with the padding masked; an empty batch
         gives empty outputs; floating-point input is cast to the parameters' dtype.
         """
-        self.check_input(x, valid_hw)
+        check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
         h, w = x.shape[-2:]
         # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a negative
         # size becomes an integer Div, which truncates towards zero (one row short)
         sizes = {i: ((h + s - 1) // s, (w + s - 1) // s) for i, s in enumerate(self.strides) if i in self.out_indices}
-        if x.shape[0] == 0:  # an empty batch: empty outputs of the usual shapes
+        if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # an empty batch: empty outputs of the usual shapes
             return tuple(x.new_zeros(0, self.embed_dims[i], *sizes[i]) for i in self.out_indices)
         param = next(self.parameters(), None)
         x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
@@ -178,7 +168,7 @@ class InLineBackboneBase(nn.Module):
             mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
             tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
             if i in self.out_indices:
-                outs.append(self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]])
+                outs.append(self.taps[i](self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]]))
         return tuple(outs)
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
@@ -226,6 +216,25 @@ class InLineBackboneBase(nn.Module):
         raise NotImplementedError
 
 
+def check_image_input(x: torch.Tensor, valid_hw: Optional[Sequence[HW]], in_channels: int, name: str) -> None:
+    """(B, ``in_channels``, H, W) floating point, ``valid_hw`` one real size per image within H x W."""
+    if x.ndim != 4 or x.shape[1] != in_channels:
+        raise ValueError(f'{name}: expected an input of shape (B, {in_channels}, H, W), '
+                         f'got {tuple(x.shape)}. Pass a batch of {in_channels}-channel images, '
+                         f'or set in_channels to match.')
+    h, w = x.shape[-2:]
+    if not (x.is_floating_point() or x.shape[0] == 0):
+        raise TypeError(f'{name}: got a {x.dtype} input; the backbone takes normalised floating-point images '
+                        f'(what the data preprocessor makes of the pixels: (x - mean) / std as float).')
+    if valid_hw is not None:
+        sizes = [tuple(s) for s in valid_hw]
+        if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
+                                          for s in sizes):
+            raise ValueError(f'{name}: valid_hw={sizes} must hold one (height, width) per image '
+                             f'({x.shape[0]}), each between 1 and the input size {h}x{w}: the real size '
+                             f'of each image before padding, e.g. img_shape of its data sample.')
+
+
 def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[Sequence[HW]],
                     min_size: int) -> Tuple[torch.Tensor, Optional[Sequence[HW]]]:
     """(B, C, H, W) zero-padded bottom/right to at least ``min_size`` per side, with ``valid_hw``
@@ -271,3 +280,9 @@ def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Te
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
     whose windows reach past an image's border."""
     return tokens if mask is None else tokens * mask.unsqueeze(-1).to(tokens.dtype)
+
+
+# Symbolic tracing (torch.fx, torchvision's create_feature_extractor, timm's feature_cls='fx') keeps
+# these as calls in the graph: they branch on sizes and on valid_hw, which are values at run time.
+for _name in ('check_image_input', 'pad_to_min_size', 'valid_token_mask', 'zero_padding'):
+    torch.fx.wrap(_name)

@@ -10,7 +10,7 @@ The authors' heads: InLine-Swin and InLine-CSwin normalise the last stage (``nor
 its tokens; InLine-PVT averages the last stage's tokens without a norm. Then ``head`` (Linear).
 """
 import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import torch
 from torch import nn
@@ -31,6 +31,7 @@ FAMILIES: Dict[str, Type[InLineBackboneBase]] = {
     family: {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}[spec.class_name]
     for family, spec in variants.FAMILIES.items()}
 VARIANTS: Dict[str, Tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
+POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 
@@ -67,7 +68,9 @@ class InLineClassifier(nn.Module):
         family: 'swin', 'pvt' or 'cswin'.
         arch: the backbone's preset name ('tiny', ...) or arch dict.
         num_classes: head outputs; 0: no head (``forward`` gives the pooled features).
-        global_pool: 'avg' (the authors'; the only pooling).
+        global_pool: 'avg' (the authors': the token mean), 'max', 'avgmax' (the mean of both), or ''
+            (no pooling: with ``num_classes=0``, ``forward`` gives the unpooled (B, C, h, w) map of
+            ``forward_features``, as timm's ``global_pool=''``; with a head, per-position logits).
         drop_rate: dropout before the head.
         in_chans: input channels (timm's name for the backbone's ``in_channels``).
         **backbone_kwargs: the backbone's constructor arguments (``drop_path_rate``, ``with_cp``,
@@ -101,14 +104,16 @@ class InLineClassifier(nn.Module):
         self.global_pool = self._check_pool(global_pool)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
-        self.feature_info = [dict(num_chs=dims[i], reduction=strides[i], module=f'backbone.stages.{i}')
+        # the taps are called on each stage's output map: timm's hook features read them
+        self.feature_info = [dict(num_chs=dims[i], reduction=strides[i], module=f'backbone.taps.{i}')
                              for i in range(len(dims))]
         self._init_head()
 
     @staticmethod
     def _check_pool(global_pool: str) -> str:
-        if global_pool != 'avg':
-            raise ValueError(f"global_pool={global_pool!r}: only 'avg' (the authors' token mean) is supported.")
+        if global_pool not in POOLS:
+            raise ValueError(f"global_pool={global_pool!r}: use one of {list(POOLS)} ('avg' is the authors' token "
+                             f"mean; '' keeps the unpooled map).")
         return global_pool
 
     def _init_head(self) -> None:
@@ -146,18 +151,50 @@ class InLineClassifier(nn.Module):
         return self._final_norm(self.backbone(x)[-1])
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """(B, C, h, w) from ``forward_features`` -> (B, num_classes), or the pooled (B, C)."""
-        x = self.head_drop(x.mean(dim=(2, 3)))
+        """(B, C, h, w) from ``forward_features`` -> (B, num_classes), or the pooled (B, C).
+        With ``global_pool=''``: (B, C, h, w) unpooled, or per-position logits (B, num_classes, h, w)."""
+        if self.global_pool == '':
+            x = self.head_drop(x)
+            return x if pre_logits else self.head(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        if self.global_pool == 'avg':
+            x = x.mean(dim=(2, 3))
+        elif self.global_pool == 'max':
+            x = x.amax(dim=(2, 3))
+        else:  # 'avgmax'
+            x = 0.5 * (x.mean(dim=(2, 3)) + x.amax(dim=(2, 3)))
+        x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
 
     def _final_norm(self, x: torch.Tensor) -> torch.Tensor:
-        """The final norm on an NCHW map (a LayerNorm over channels)."""
-        if isinstance(self.norm, nn.Identity):
-            return x
+        """The final norm on an NCHW map (a LayerNorm over channels; PVT's and a pruned model's is
+        an Identity)."""
         return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    # ------------------------------------------------------------------ timm's optimizer contract
+    @torch.jit.ignore
+    def no_weight_decay(self) -> Set[str]:
+        """Parameters timm's optimizer factory must not decay beyond its own rule (every 1-D
+        parameter, i.e. norms and biases): Swin's relative-position bias tables, PVT's position
+        embeddings."""
+        return {n for n, _ in self.named_parameters()
+                if n.endswith(('relative_position_bias_table', 'pos_embed'))}
+
+    @torch.jit.ignore
+    def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
+        """timm's parameter groups (layer-wise LR decay): the stem, then per stage its entry (PVT's
+        patch / position embedding, CSwin's merge) and blocks, Swin's merge at its stage's end, the
+        final norm last."""
+        return dict(
+            stem=r'^backbone\.(?:patch_embed|stem)\.',
+            blocks=r'^backbone\.stages\.(\d+)' if coarse else [
+                (r'^backbone\.stages\.(\d+)\.(?:patch_embed|pos_embed|merge)', (0,)),
+                (r'^backbone\.stages\.(\d+)\.blocks\.(\d+)', None),
+                (r'^backbone\.stages\.(\d+)\.downsample', (99998,)),
+                (r'^norm', (99999,)),
+            ])
 
     # ------------------------------------------------------------------ timm's feature-getter contract
     def forward_intermediates(self, x: torch.Tensor, indices: Union[int, Sequence[int], None] = None,
@@ -168,16 +205,20 @@ class InLineClassifier(nn.Module):
         with ``norm`` the final norm is applied to the last stage's map. Unless
         ``intermediates_only``, also returns the final features (as ``forward_features``).
 
+        ``output_fmt`` 'NHWC' gives the maps as (B, h, w, C) views.
         ``valid_hw``: each image's real size in a padded batch (see the backbone's ``forward``).
         ``stop_early`` is accepted; the stages after the last index are removed by
         ``prune_intermediate_layers`` instead.
         """
-        if output_fmt != 'NCHW':
-            raise ValueError(f"output_fmt={output_fmt!r}: InLine stages give 'NCHW' maps only.")
+        if output_fmt not in ('NCHW', 'NHWC'):
+            raise ValueError(f"output_fmt={output_fmt!r}: InLine stages give 'NCHW' (B, C, H, W) or 'NHWC' "
+                             f"(B, H, W, C) maps.")
         stages = self.backbone(x, valid_hw)
         chosen, _ = take_indices(len(stages), indices)
         last = len(stages) - 1
         intermediates = [self._final_norm(stages[i]) if norm and i == last else stages[i] for i in chosen]
+        if output_fmt == 'NHWC':
+            intermediates = [t.permute(0, 2, 3, 1) for t in intermediates]
         if intermediates_only:
             return intermediates
         return self._final_norm(stages[-1]), intermediates
@@ -191,6 +232,7 @@ class InLineClassifier(nn.Module):
         removed = last + 1 < len(backbone.stages)
         if removed:
             backbone.stages = backbone.stages[:last + 1]
+            backbone.taps = backbone.taps[:last + 1]
             backbone.strides = backbone.strides[:last + 1]
             backbone.out_indices = tuple(range(last + 1))
             if getattr(backbone.stages[last], 'downsample', None) is not None:  # Swin: merging into a removed stage

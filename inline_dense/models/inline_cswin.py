@@ -149,3 +149,6 @@ class InLineCSwin(InLineBackboneBase):
                 new = f'{block}.{rest}'
             out[new] = value
         return out, dropped
+
+
+torch.fx.wrap('pad_to_multiple')  # symbolic tracing keeps it a call: it branches on the size

@@ -53,22 +53,31 @@ class PVTStage(nn.Module):
         x = self.patch_embed.proj(pad_to_multiple(x, self.patch))
         hw = (x.shape[2], x.shape[3])
         x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))
-        return self.pos_drop(x + self.position(hw, valid_grid_sizes(valid_hw, hw, stride))), hw
+        return self.pos_drop(x + stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
 
-    def position(self, hw: HW, sizes: Optional[List[HW]] = None) -> torch.Tensor:
-        """(1, h*w, C) embedding resized to the grid; with per-image grids ``sizes`` (padded
-        batch), (B, h*w, C) with each image's embedding resized to its own grid at the top
-        left, as it would be alone: padding must not move an image's positions."""
-        if sizes is None:
-            return resize_pos_embed(self.pos_embed, self.pos_hw, hw)
-        c = self.pos_embed.shape[-1]
-        pos = self.pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
-        resized: Dict[HW, torch.Tensor] = {}
-        for i, size in enumerate(sizes):
-            if size not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
-                resized[size] = resize_pos_grid(self.pos_embed, self.pos_hw, size)[0].permute(1, 2, 0)
-            pos[i, :size[0], :size[1]] = resized[size]
-        return pos.view(len(sizes), hw[0] * hw[1], c)
+
+def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Optional[Sequence[HW]],
+                   stride: int) -> torch.Tensor:
+    """The (1, h0*w0, C) embedding of the ``pos_hw`` grid resized to the ``hw`` grid: (1, h*w, C);
+    for a padded batch (``valid_hw``, real image sizes in pixels, at this ``stride``), (B, h*w, C)
+    with each image's embedding resized to its own grid at the top left, as it would be alone:
+    padding must not move an image's positions."""
+    sizes = valid_grid_sizes(valid_hw, hw, stride)
+    if sizes is None:
+        return resize_pos_embed(pos_embed, pos_hw, hw)
+    c = pos_embed.shape[-1]
+    pos = pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
+    resized: Dict[HW, torch.Tensor] = {}
+    for i, size in enumerate(sizes):
+        if size not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
+            resized[size] = resize_pos_grid(pos_embed, pos_hw, size)[0].permute(1, 2, 0)
+        pos[i, :size[0], :size[1]] = resized[size]
+    return pos.view(len(sizes), hw[0] * hw[1], c)
+
+
+# kept as calls by symbolic tracing: they branch on sizes and valid_hw (run-time values there)
+torch.fx.wrap('stage_position')
+torch.fx.wrap('pad_to_multiple')
 
 
 class InLinePVT(InLineBackboneBase):

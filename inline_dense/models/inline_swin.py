@@ -27,13 +27,24 @@ class PatchMerging(nn.Module):
     def forward(self, x: torch.Tensor, hw_shape: HW) -> Tuple[torch.Tensor, HW]:
         b, _, c = x.shape
         h, w = hw_shape
-        grid = x.view(b, h, w, c)
-        if traced() or h % 2 or w % 2:  # traced: no branch on the size
-            grid = F.pad(grid, (0, 0, 0, padding_to_multiple(w, 2), 0, padding_to_multiple(h, 2)))
+        grid = pad_grid_to_even(x.view(b, h, w, c))
         # neighbour order (row, col): (0,0), (1,0), (0,1), (1,1), as the authors' checkpoints expect
         grid = torch.cat([grid[:, 0::2, 0::2], grid[:, 1::2, 0::2], grid[:, 0::2, 1::2], grid[:, 1::2, 1::2]], -1)
         out_hw = (grid.shape[1], grid.shape[2])
         return self.reduction(self.norm(grid.flatten(1, 2))), out_hw
+
+
+def pad_grid_to_even(grid: torch.Tensor) -> torch.Tensor:
+    """(B, H, W, C) zero-padded bottom/right to even H and W."""
+    h, w = grid.shape[1], grid.shape[2]
+    if traced() or h % 2 or w % 2:  # traced: no branch on the size
+        grid = F.pad(grid, (0, 0, 0, padding_to_multiple(w, 2), 0, padding_to_multiple(h, 2)))
+    return grid
+
+
+# kept as calls by symbolic tracing: they branch on the size
+torch.fx.wrap('pad_grid_to_even')
+torch.fx.wrap('pad_to_multiple')
 
 
 class SwinStage(nn.Module):

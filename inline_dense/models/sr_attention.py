@@ -14,7 +14,8 @@ class SRAttention(nn.Module):
     (strided conv + LayerNorm), as in PVT.
 
     ``x`` (B, N, C) tokens of ``hw_shape``; ``valid_mask`` (B, N) bool of real tokens:
-    padded keys are ignored. Output (B, N, C).
+    padded keys are ignored (see ``reduced_valid_mask``), so that an image's output in a padded
+    batch is what it is alone, at any grid size. Output (B, N, C).
     """
 
     def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1, qkv_bias: bool = True,
@@ -43,9 +44,9 @@ class SRAttention(nn.Module):
                 grid = grid * valid_mask.view(b, 1, *hw_shape).to(grid.dtype)
             grid = self.sr(grid)
             src = self.norm(grid.flatten(2).transpose(1, 2))
-            if valid_mask is not None:  # a reduced token is real when its top-left input token is
-                key_valid = valid_mask.view(b, *hw_shape)[:, ::self.sr_ratio, ::self.sr_ratio]
-                key_valid = key_valid[:, :grid.shape[2], :grid.shape[3]].reshape(b, -1)
+            if valid_mask is not None:
+                key_valid = reduced_valid_mask(valid_mask.view(b, *hw_shape), self.sr_ratio,
+                                               (grid.shape[2], grid.shape[3]))
         k, v = self.kv(src).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         attn_mask = None
         if key_valid is not None:
@@ -54,3 +55,21 @@ class SRAttention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
+
+
+def reduced_valid_mask(valid: torch.Tensor, sr_ratio: int, reduced_hw: HW) -> torch.Tensor:
+    """(B, H, W) bool of real tokens (each image's top-left block) -> (B, h*w) bool of the reduced
+    keys (``reduced_hw``) that the image has alone.
+
+    Alone, the reduction (kernel = stride = ``sr_ratio``, no padding) drops a grid's last partial
+    block of rows or columns: an image of ``r`` real rows has ``r // sr_ratio`` reduced rows. In a
+    padded batch that partial block is a whole block of real and (zeroed) padded rows, which must
+    not become a key. An image smaller than one block (padded to the minimum input size even
+    alone) keeps its one partial block, as it has alone.
+    """
+    rows = valid[:, :, 0].sum(1).div(sr_ratio, rounding_mode='floor').clamp_min(1)  # (B,)
+    cols = valid[:, 0, :].sum(1).div(sr_ratio, rounding_mode='floor').clamp_min(1)
+    h, w = reduced_hw
+    keep_rows = torch.arange(h, device=valid.device).view(1, h, 1) < rows.view(-1, 1, 1)
+    keep_cols = torch.arange(w, device=valid.device).view(1, 1, w) < cols.view(-1, 1, 1)
+    return (keep_rows & keep_cols).reshape(valid.shape[0], h * w)

@@ -54,6 +54,21 @@ class WindowMSA(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
+    def init_non_persistent_buffers(self) -> None:
+        """Recomputes ``relative_position_index`` (not saved) where the buffer lives: after a
+        meta-device build and ``to_empty()`` it holds garbage (timm's
+        ``reinit_non_persistent_buffers`` calls this; a state-dict load does too)."""
+        index = relative_position_index(self.window_size, self.window_size, self.window_size)
+        with torch.no_grad():
+            self.relative_position_index.copy_(index.to(self.relative_position_index.device))
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        # a load restores every saved tensor; the unsaved index is made again, so that a model built
+        # on the meta device, then to_empty() and load_state_dict(), equals one built normally
+        super()._load_from_state_dict(*args, **kwargs)
+        if self.relative_position_index.device.type != 'meta':
+            self.init_non_persistent_buffers()
+
     def position_bias(self, window_hw: HW) -> torch.Tensor:
         """(heads, n, n) bias for a window of ``window_hw``."""
         if window_hw == (self.window_size, self.window_size):
