@@ -55,6 +55,23 @@ def test_dry_run_end_to_end(tmp_path):
             for mode in ('infer', 'train'):
                 assert backbones[f'{name} {h}x{w} {mode}']['median_ms'] > 0
 
+    deform = rows(payload, 'deform_attn')
+    h, w = plan.deform_size
+    for name in (f'ms_deform_attn vs pure, {plan.deform_layouts} random layouts',
+                 f'ms_deform_attn vs pure, DINO encoder {h}x{w}'):
+        assert deform[name]['failed'] == 0 and deform[name]['cases'] >= 1
+        assert max(v for k, v in deform[name].items() if k.endswith('_err_over_tol')) < 1
+    for impl in ('pure', 'stand-in'):
+        assert deform[f'{impl} fwd+bwd, DINO encoder {h}x{w}']['median_ms'] > 0
+    assert deform['stand-in / pure time']['ratio'] > 0
+
+    query_heads = rows(payload, 'query_heads')
+    for label in plan.query_heads:
+        row = query_heads[f'{label} train step float32']
+        assert row['loss_finite'] and row['grads_finite'] and row['median_ms'] > 0
+        # the compiled-op path: the stand-in's deformable attention ran, forward and backward
+        assert 'ms_deform_attn_forward=' in row['ext_calls'] and 'ms_deform_attn_backward=' in row['ext_calls']
+
     detector = rows(payload, 'detector')
     for label in plan.detectors:
         assert detector[f'{label} train step float32']['loss_finite']
@@ -82,6 +99,45 @@ def test_hang_and_failure_are_recorded_and_the_next_step_runs(tmp_path):
     assert by_name['load mmcv_ops_reference.pt']['ok'] is False
     assert 'FileNotFoundError' in by_name['load mmcv_ops_reference.pt']['error']
     assert by_name['sigmoid focal loss vs py_sigmoid_focal_loss']['ok'] is True
+
+
+def test_deform_attn_parity_fails_a_wrong_implementation(monkeypatch):
+    """The parity row compares for real: a stand-in 1e-4 off in its output fails it."""
+    import random
+
+    import torch
+
+    from inline_dense_dev.gpu_check import deform_attn_step as step
+    cases = [step.random_layout(random.Random(3), torch.device('cpu'))]
+    row: dict = {}
+    step.parity_row(row, cases)
+    assert row['ok'] and row['failed'] == 0
+    real = step.stand_in
+    monkeypatch.setattr(step, 'stand_in', lambda *args: real(*args) * (1 + 1e-4) + 1e-4)
+    row = {}
+    step.parity_row(row, cases)
+    assert not row['ok'] and row['failed'] == 1 and row['forward_err_over_tol'] > 1
+
+
+def test_the_dry_run_routes_deformable_attention_through_the_stand_in():
+    """On a CPU, mmcv calls its pure function; the query-head step sends it through mmcv._ext,
+    as mmcv does on CUDA, and puts the pure function back after."""
+    import random
+
+    import mmcv.ops.multi_scale_deform_attn as msda
+    import torch
+
+    from inline_dense.openmmlab.mmcv_ops import mmcv_ext
+    from inline_dense_dev.gpu_check.deform_attn_step import random_layout
+    from inline_dense_dev.gpu_check.query_heads_step import compiled_op_path
+    value, shapes, _, loc, weights = random_layout(random.Random(5), torch.device('cpu'))
+    pure, ext = msda.multi_scale_deformable_attn_pytorch, mmcv_ext()
+    before = ext.CALLS['ms_deform_attn_forward']
+    with compiled_op_path(torch.device('cpu')):
+        out = msda.multi_scale_deformable_attn_pytorch(value, shapes, loc, weights)
+    assert ext.CALLS['ms_deform_attn_forward'] == before + 1
+    assert msda.multi_scale_deformable_attn_pytorch is pure
+    torch.testing.assert_close(out, pure(value, shapes, loc, weights), rtol=0, atol=1e-5)
 
 
 def test_time_limit_leaves_steps_not_run(tmp_path):

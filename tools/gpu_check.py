@@ -4,12 +4,14 @@ Here (network to the package index):
     python tools/gpu_check.py --prepare gpu_wheels          # wheels + fixtures, prints the size
 There (one H200, Python 3.12 with CUDA torch, no mmengine/mmcv/mmdet/mmseg, no network):
     python3 tools/gpu_check.py --wheels gpu_wheels --out OUT
-CPU dry run (the same code at toy sizes, < 2 min; in the test suite):
+CPU dry run (the same code at toy sizes, a few minutes; in the test suite):
     python tools/gpu_check.py --device cpu --dry-run --out /tmp/gpu_check
 
-Steps: ops (mmcv ops vs mmcv 2.1.0's reference, focal loss), attention (every InLine impl vs the
-CPU reference, fp32/bf16/fp16; impl timings), backbones, detector (Mask R-CNN AMP steps), toy
-(the toy demo). Results: OUT/gpu_check.json and OUT/gpu_check.md, rewritten after every row.
+Steps: ops (mmcv ops vs mmcv 2.1.0's reference, focal loss), deform_attn (the stand-in's multi-scale
+deformable attention vs mmcv's pure function; their times), attention (every InLine impl vs the CPU
+reference, fp32/bf16/fp16; impl timings), backbones, detector (Mask R-CNN AMP steps), query_heads
+(DINO and Mask2Former training steps on the stand-in), toy (the toy demo). Results:
+OUT/gpu_check.json and OUT/gpu_check.md, rewritten after every row.
 """
 import argparse
 import os
@@ -18,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ('ops', 'attention', 'backbones', 'detector', 'toy')
+STEPS = ('ops', 'deform_attn', 'attention', 'backbones', 'detector', 'query_heads', 'toy')
 # inline_dense_dev sits beside inline_dense in the checkout, outside the wheel; its gpu_check.wheels
 # imports only the standard library and packaging, so it runs before the wheels are installed.
 sys.path.insert(0, str(ROOT))
@@ -41,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument('--steps', nargs='+', choices=STEPS, default=list(STEPS), help='which steps, in order')
     p.add_argument('--fixtures', metavar='DIR', help='fixture folder (default: WHEELS/fixtures, else '
                                                     'tests/data/fixtures)')
-    p.add_argument('--time-limit', type=float, default=420, help='seconds for all steps together (default 420)')
+    p.add_argument('--time-limit', type=float, default=540, help='seconds for all steps together (default 540)')
     args = p.parse_args(argv)
     if not args.prepare and not args.out:
         p.error('give --out DIR (run the check) or --prepare DIR (make the wheel folder)')

@@ -1,4 +1,4 @@
-"""Step 2: InLine attention on the device against the CPU float32 reference, for every
+"""Step 3: InLine attention on the device against the CPU float32 reference, for every
 ``impl`` in float32 and under bfloat16 / float16 autocast (output and input-gradient errors,
 finiteness), at the stage-1 size of a 1600x2688 image (~270k tokens); then the time of each
 ``impl`` at the stage-1 and stage-3 sizes, and whether ``auto`` picks the fastest."""

@@ -1,4 +1,4 @@
-"""Step 4: Mask R-CNN with InLine-Swin-T against Mask R-CNN with mmdet's Swin-T: one training
+"""Step 5: Mask R-CNN with InLine-Swin-T against Mask R-CNN with mmdet's Swin-T: one training
 step (forward under bfloat16 autocast, backward, AdamW) on a synthetic batch of 2 at
 800x1344, its median time and peak memory; then float16 autocast with a dynamic loss scale
 (``torch.amp.GradScaler``, what mmengine's ``AmpOptimWrapper(loss_scale='dynamic')`` runs),

@@ -6,13 +6,18 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from inline_dense.typing import HW
 
-STEPS = ('ops', 'attention', 'backbones', 'detector', 'toy')
+STEPS = ('ops', 'deform_attn', 'attention', 'backbones', 'detector', 'query_heads', 'toy')
 # Swin-T's stage 1 and stage 3 attention: (channels, heads, tokens grid at 1600x2688 input).
 STAGE1 = (96, 3, (400, 672))
 STAGE3 = (384, 12, (100, 168))
 BACKBONES = ('inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t', 'inline-cswin-t')
 DETECTORS = {'mask-rcnn inline-swin-t': 'configs/mask_rcnn/mask-rcnn_inline-swin-t_fpn_1x_coco.py',
              'mask-rcnn swin-t': 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'}
+# the query-based heads' training steps: config, input size (Mask2Former's lsj crop), options
+QUERY_HEADS = {
+    'dino inline-swin-t': dict(config='configs/dino/dino-4scale_inline-swin-t_8xb2-12e_coco.py', size=(800, 1344)),
+    'mask2former inline-swin-t': dict(config='configs/mask2former/mask2former_inline-swin-t_8xb2-lsj-50e_coco.py',
+                                      size=(1024, 1024))}
 
 
 @dataclass
@@ -26,6 +31,10 @@ class CheckPlan:
     GradScaler still on), to stay within its time: a float16 Mask R-CNN step runs ~50x slower on
     a CPU (and torchvision's CPU RoIAlign backward has no bfloat16 kernel of its own). The
     attention step runs both autocasts on the CPU too.
+    ``deform_layouts``: random level layouts on which the stand-in's deformable attention is
+    compared with mmcv's pure function; ``deform_size``: the image size of the DINO encoder
+    layout where both are compared and timed. ``query_heads``: label -> dict(config, size,
+    options) of the DINO / Mask2Former training steps.
     ``threads``: torch CPU threads of the workers (None: torch's default).
     """
     device: str = 'cuda'
@@ -47,11 +56,15 @@ class CheckPlan:
     detector_size: HW = (800, 1344)
     detector_options: Dict[str, Any] = field(default_factory=dict)  # merged into both detector configs
     fp16_steps: int = 8  # a step that overflows halves the scale: room for it to settle
+    deform_layouts: int = 16
+    deform_size: HW = (800, 1344)
+    query_heads: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in QUERY_HEADS.items()})
     toy_args: List[str] = field(default_factory=list)
     toy_data: Dict[str, int] = field(default_factory=dict)
     # seconds each step may run (the whole check is also cut at its time limit)
-    budgets: Dict[str, float] = field(default_factory=lambda: dict(ops=60, attention=90, backbones=150,
-                                                                   detector=100, toy=150))
+    budgets: Dict[str, float] = field(default_factory=lambda: dict(ops=60, deform_attn=60, attention=90,
+                                                                   backbones=150, detector=100, query_heads=100,
+                                                                   toy=150))
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
@@ -68,7 +81,8 @@ def gpu_plan(fixtures: str, out_dir: str, device: str = 'cuda') -> CheckPlan:
 
 def dry_run_plan(fixtures: str, out_dir: str, device: str = 'cpu') -> CheckPlan:
     """The same steps at toy sizes, one timed run each (no warm-up), the toy demo cut to 2 iterations on 8
-    images, one CPU thread (the tensors are tiny and the cores may be shared)."""
+    images, the query heads at 64x96 / 64x64, one CPU thread (the tensors are tiny and the cores may be
+    shared)."""
     return CheckPlan(
         device=device, dry_run=True, fixtures=fixtures, out_dir=out_dir, warmup=0, runs=1, threads=1,
         amp_dtype='float32', fp16_dtype='float32',
@@ -81,7 +95,15 @@ def dry_run_plan(fixtures: str, out_dir: str, device: str = 'cpu') -> CheckPlan:
                   'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
                   'default_hooks.logger.interval=1'],
         toy_data=dict(num_train=8, num_val=3, image_size=64),
-        budgets=dict(ops=60, attention=60, backbones=90, detector=90, toy=90))
+        deform_layouts=4, deform_size=(64, 96),
+        # DINO keeps num_queries encoder tokens (a 64x96 image has 128); Mask2Former's lsj pad
+        # to 1024x1024 cut to the dry run's size
+        query_heads={'dino inline-swin-t': dict(QUERY_HEADS['dino inline-swin-t'], size=(64, 96),
+                                                options={'model.num_queries': 50}),
+                     'mask2former inline-swin-t': dict(QUERY_HEADS['mask2former inline-swin-t'], size=(64, 64),
+                                                       options={'model.data_preprocessor.batch_augments.0.size':
+                                                                (64, 64)})},
+        budgets=dict(ops=60, deform_attn=60, attention=60, backbones=90, detector=90, query_heads=90, toy=90))
 
 
 def fixture_path(plan: CheckPlan, name: str) -> str:

@@ -1,4 +1,4 @@
-"""Step 5: the toy Mask R-CNN demo (``tools/demo_toy.py``: toy COCO data, train from scratch,
+"""Step 7: the toy Mask R-CNN demo (``tools/demo_toy.py``: toy COCO data, train from scratch,
 COCO box and mask AP with pycocotools, a picture of predictions) on the check's device."""
 import importlib.util
 import os

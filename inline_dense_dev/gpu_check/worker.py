@@ -8,8 +8,9 @@ import sys
 from typing import Any, Dict, List
 
 PREFIX = 'GPUCHECK_ROW '
-MODULES = {'ops': 'ops_step', 'attention': 'attention_step', 'backbones': 'backbone_step',
-           'detector': 'detector_step', 'toy': 'toy_step'}
+MODULES = {'ops': 'ops_step', 'deform_attn': 'deform_attn_step', 'attention': 'attention_step',
+           'backbones': 'backbone_step', 'detector': 'detector_step', 'query_heads': 'query_heads_step',
+           'toy': 'toy_step'}
 
 
 def emit(row: Dict[str, Any]) -> None:
