@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import variants
 from .models.classifier import VARIANTS
 from .smp import encoder_name, smp
 from .toy_data import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, make_toy_ade
@@ -93,7 +94,7 @@ def small_encoder(variant: str) -> dict:
     return dict(SMALL_ENCODER, num_heads=SMALL_HEADS.get(family, SMALL_ENCODER['num_heads']))
 
 
-def build_model(decoder: str = 'UPerNet', variant: str = 'inline_swin_t', num_classes: int = len(TOY_ADE_CLASSES),
+def build_model(decoder: str = 'UPerNet', variant: str = variants.EXAMPLE, num_classes: int = len(TOY_ADE_CLASSES),
                 **kwargs) -> nn.Module:
     """smp ``decoder`` (a class name: 'UPerNet', 'FPN', ...) on the InLine ``variant`` encoder,
     from scratch; ``kwargs``: the decoder's arguments, the rest go on to the backbone (e.g.
@@ -155,7 +156,7 @@ def lr_at(progress: float, peak: float, warmup: float = 0.05) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
 
 
-def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str = 'inline_swin_t',
+def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str = variants.EXAMPLE,
               encoder_kwargs: Optional[dict] = None, decoder_kwargs: Optional[dict] = None,
               train_seconds: float = 150.0, max_epochs: int = 100, batch_size: int = 8, lr: float = 2e-3,
               seed: int = 0, log: Callable[[str], None] = print) -> ToyRun:

@@ -4,7 +4,7 @@ RetinaNet, FCOS).
     from torchvision.models.detection import FasterRCNN
     from inline_dense.torchvision_detection import inline_fpn_backbone, pass_image_sizes
 
-    model = pass_image_sizes(FasterRCNN(inline_fpn_backbone('inline_swin_t'), num_classes=91))
+    model = pass_image_sizes(FasterRCNN(inline_fpn_backbone(), num_classes=91))  # InLine-Swin-T + FPN
 
 :func:`inline_fpn_backbone` gives what torchvision's detectors take: a module with
 ``out_channels`` whose forward returns an ``OrderedDict`` of maps ``'0'..'3'`` (strides 4-32) and
@@ -48,6 +48,7 @@ from torchvision.models.detection import FCOS, RetinaNet
 from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
 from torchvision.ops import feature_pyramid_network as tv_fpn
 
+from . import variants
 from .checkpoint import SCHEME, CheckpointError, CorruptCacheError, DownloadError, load_pretrained
 from .models.backbone_base import InLineBackboneBase
 from .models.classifier import FAMILIES, variant_kwargs
@@ -217,7 +218,7 @@ def _torchvision_terms(message: str) -> str:
             .replace("init_cfg", "weights"))
 
 
-def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Any = None, out_channels: int = 256,
+def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, out_channels: int = 256,
                         trainable_layers: Optional[int] = None, returned_layers: Optional[Sequence[int]] = None,
                         extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
                         norm_layer: Optional[Callable[..., nn.Module]] = None,
@@ -226,7 +227,8 @@ def inline_fpn_backbone(variant: str = 'inline_swin_t', weights: Any = None, out
     ``resnet_fpn_backbone``.
 
     Args:
-        variant: 'inline_swin_t' ... 'inline_cswin_b' (the names of ``inline://``).
+        variant: a name of :data:`inline_dense.variants.VARIANTS` (those of ``inline://``); the
+            default is the first, InLine-Swin-T.
         weights: None / False (from scratch); True, 'imagenet' or 'DEFAULT' (any case; also an enum
             member of that name) for the authors' checkpoint of ``variant`` (``inline://<variant>``);
             or a checkpoint path / URL / ``inline://`` name.
