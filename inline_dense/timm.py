@@ -85,9 +85,11 @@ class InLineFeatureGetter(FeatureGetterNet):
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
         features = self.model.forward_intermediates(x, indices=self.out_indices, norm=self.norm,
                                                     output_fmt=self.output_fmt, intermediates_only=True)
-        if torch.jit.isinstance(features, List[torch.Tensor]):
-            return features
-        raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
+        if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
+            if torch.jit.isinstance(features, List[torch.Tensor]):
+                return features
+            raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
+        return features  # eagerly and compiled: the list forward_intermediates gives
 
 
 def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
