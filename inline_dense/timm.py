@@ -22,9 +22,10 @@ ImageNet-1K checkpoint.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
   ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
 """
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 import timm  # noqa: F401  (the package this module plugs into)
+import torch
 from huggingface_hub.utils import EntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
@@ -34,6 +35,7 @@ from timm.models import (
     register_notrace_function,
     register_notrace_module,
 )
+from timm.models._features import FeatureGetterNet
 from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
 from . import variants
@@ -132,14 +134,33 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
                                     **kwargs)
 
 
+class InLineFeatureGetter(FeatureGetterNet):
+    """timm's feature getter whose ``forward`` is typed a list of maps: TorchScript (smp's scripted
+    ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s union."""
+
+    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+        features = self.model.forward_intermediates(x, indices=self.out_indices, norm=self.norm,
+                                                    output_fmt=self.output_fmt, intermediates_only=True)
+        if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
+            if torch.jit.isinstance(features, List[torch.Tensor]):
+                return features
+            raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
+        return features  # eagerly and compiled: the list forward_intermediates gives
+
+
 def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """timm's ``feature_cfg`` (the getter over all four stages); with ``features_only``, takes
-    ``output_fmt`` out of the model's arguments into it (the getter gives 'NCHW' or 'NHWC' maps)."""
-    cfg: Dict[str, Any] = dict(feature_cls='getter', out_indices=(0, 1, 2, 3))
+    """timm's ``feature_cfg`` (the getter over all four stages, ``InLineFeatureGetter``); with
+    ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
+    'NCHW' or 'NHWC' maps)."""
+    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=(0, 1, 2, 3))
+    if kwargs.get('feature_cls') == 'getter':
+        kwargs['feature_cls'] = InLineFeatureGetter
     if 'output_fmt' not in kwargs:
         return cfg
     fmt = kwargs.pop('output_fmt')
-    feature_cls = kwargs.get('feature_cls', 'getter')
+    feature_cls = kwargs.get('feature_cls', InLineFeatureGetter)
+    if feature_cls is InLineFeatureGetter:
+        feature_cls = 'getter'
     if not kwargs.get('features_only'):
         raise TypeError(f"timm.create_model({variant!r}, output_fmt={fmt!r}): output_fmt applies to "
                         f"features_only=True; forward_features gives (B, C, h, w).")

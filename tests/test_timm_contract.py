@@ -8,6 +8,7 @@ per-variant checks that need the real arch (cfgs, parameter names) build on the 
 ``tools/ecosystem_tests.py`` runs timm's test file itself.
 """
 import pytest
+import segmentation_models_pytorch as smp
 import timm
 import timm.optim
 import torch
@@ -15,7 +16,7 @@ from timm.models import FeatureHookNet
 from timm.models._manipulate import reinit_non_persistent_buffers
 from torchvision.models.feature_extraction import create_feature_extractor
 
-import inline_dense.timm  # noqa: F401  (registers the models)
+import inline_dense.smp  # noqa: F401  (registers the models with timm and smp)
 from inline_dense.models.classifier import VARIANTS
 from inline_dense.models.tracing import FX_LEAF_MODULES
 
@@ -175,3 +176,25 @@ def test_fx_traced_backbone_keeps_padding_masks_and_small_inputs(variant, x):
         for args in ((batch, valid_hw), (x[..., :20, :24],)):  # a padded batch; below the total stride
             for a, b in zip(graph(*args), backbone(*args)):
                 assert torch.equal(a, b)
+
+
+# ----------------------------------------------------------------------------- TorchScript
+@pytest.mark.parametrize('variant', SMALL)
+def test_torchscript_model_features_and_smp_encoder(variant, x):
+    attn = dict(attn_type='SSSI') if variant == 'inline_pvt_t' else {}  # PVT's reduced-key stages too
+    model = small(variant, **attn)
+    features = small(variant, features_only=True, **attn)
+    with torch.no_grad():
+        assert torch.equal(torch.jit.script(model)(x), model(x))
+        for a, b in zip(torch.jit.script(features)(x), features(x)):
+            assert torch.equal(a, b)
+        backbone = model.backbone  # a padded batch through the scripted backbone
+        batch, valid_hw = torch.cat([x, torch.randn(X)]), [(72, 88), (40, 50)]
+        for a, b in zip(torch.jit.script(backbone)(batch, valid_hw), backbone(batch, valid_hw)):
+            assert torch.equal(a, b)
+        encoder = smp.encoders.get_encoder(f'tu-{variant}', encoder_weights=None, depths=(1, 1, 1, 1),
+                                           **_NARROW[variant]).eval()
+        assert encoder._is_torch_scriptable
+        sample = torch.randn(1, 3, 64, 64)
+        for a, b in zip(torch.jit.script(encoder)(sample), encoder(sample)):
+            assert torch.equal(a, b)

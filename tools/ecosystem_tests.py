@@ -24,6 +24,7 @@ nothing failed.
 import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -119,7 +120,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f'--timm-tests {args.timm_tests}: no such file (timm\'s tests/test_models.py)')
     if args.smp_tests and not (args.smp_tests / 'encoders' / 'base.py').is_file():
         parser.error(f'--smp-tests {args.smp_tests}: no encoders/base.py there (smp\'s tests/ folder)')
-    extra = args.pytest_args.split()
+    extra = shlex.split(args.pytest_args)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         if args.timm_tests:

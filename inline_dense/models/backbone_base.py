@@ -4,12 +4,11 @@ from-scratch initialisation. Plain torch: nothing of OpenMMLab or timm is import
 (``init_cfg`` and ``init_weights()`` live in the adapter, :mod:`inline_dense.openmmlab`).
 
 A backbone family subclasses :class:`InLineBackboneBase` and writes only its own parts:
-``arch_zoo``, ``build`` (the stem and stage modules; returns the strides), ``enter_stage``
-(patch embedding or downsampling into stage i) and ``convert_pretrained`` (the authors'
+``arch_zoo``, ``build`` (the stem and stage modules; returns the strides), ``embed_input``
+(the stem before stage 0; each stage module has ``enter`` and ``leave``) and ``convert_pretrained`` (the authors'
 checkpoint layout -> its keys). The base class's ``__init__`` checks the settings, calls
 ``build``, freezes ``frozen_stages`` and initialises the weights: a subclass cannot skip a step.
 """
-import math
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
@@ -18,8 +17,9 @@ from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
 from .arch import check_backbone_options, check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .inline_attention import IMPLS, KERNELS, InLineAttention, check_heads
-from .layers import TransformerBlock, run_blocks
+from .inline_attention import IMPLS, KERNELS, InLineAttention
+from .layers import TransformerBlock
+from .tensor_utils import check_heads
 from .weight_init import init_transformer_weights
 
 
@@ -85,7 +85,7 @@ class InLineBackboneBase(nn.Module):
         self.in_channels = in_channels
         self.kernel = kernel
         self.attn_impl = attn_impl
-        self.out_indices = check_out_indices(out_indices, n, name)
+        self.out_indices: List[int] = list(check_out_indices(out_indices, n, name))
         self.frozen_stages = frozen_stages
         self.out_norm = out_norm
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
@@ -136,47 +136,68 @@ class InLineBackboneBase(nn.Module):
         """A ValueError / TypeError a user can act on for a wrong input (see ``check_image_input``)."""
         check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
 
-    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
-                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
-        """Into stage ``index``: the image (B, C_in, H, W) for stage 0 (``hw`` None), else the
-        previous stage's tokens (B, N, C) of grid ``hw`` (padding zeroed) -> tokens, grid."""
+    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+        """The image (B, C_in, H, W) before stage 0 -> what stage 0's ``enter`` takes, and its grid:
+        the stem's tokens (B, N, C) (Swin, CSwin), or the image itself (PVT, whose stages embed)."""
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Tuple[torch.Tensor, ...]:
+    def forward(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None) -> List[torch.Tensor]:
         """(B, C_in, H, W) -> tuple of (B, C_i, ceil(H / s_i), ceil(W / s_i)) for ``out_indices``,
-        s_i the stride of stage i.
+        s_i the stride of stage i (a list when scripted: TorchScript has no tuples of any length).
 
         ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are then
         ignored by the attention, so an image's features do not depend on its batch.
         A side below the total stride is padded here, with the padding masked; an empty batch
-        gives empty outputs; floating-point input is cast to the parameters' dtype.
+        gives empty outputs; floating-point input is cast to the parameters' dtype (eagerly: a
+        scripted model checks nothing and casts nothing).
+
+        Each stage is ``stage.enter`` (patch embedding / merge into it), its blocks, its output
+        (``taps.i``), then ``stage.leave`` (Swin's patch merging at the stage's end).
         """
-        check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
-        h, w = x.shape[-2:]
-        # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a negative
-        # size becomes an integer Div, which truncates towards zero (one row short)
-        sizes = {i: ((h + s - 1) // s, (w + s - 1) // s) for i, s in enumerate(self.strides) if i in self.out_indices}
-        if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # an empty batch: empty outputs of the usual shapes
-            return tuple(x.new_zeros(0, self.embed_dims[i], *sizes[i]) for i in self.out_indices)
-        param = next(self.parameters(), None)
-        x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
-        x, valid_hw = pad_to_min_size(x, valid_hw, self.min_input_size)
-        outs = []
-        tokens, hw = x, None
+        h, w = x.shape[-2], x.shape[-1]
+        if not torch.jit.is_scripting():
+            check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
+            if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # empty outputs of the usual shapes
+                return tuple(x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
+                                         (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices)
+            param = next(self.parameters(), None)
+            x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
+        x, valid_hw = pad_to_min_size(x, valid_hw, self.strides[-1])
+        outs: List[torch.Tensor] = []
+        tokens, hw = self.embed_input(x, valid_hw)
+        last = len(self.strides) - 1
         for i, stage in enumerate(self.stages):
-            tokens, hw = self.enter_stage(i, tokens, hw, valid_hw)
-            mask = valid_token_mask(valid_hw, hw, self.strides[i], x.device)
-            tokens = zero_padding(run_blocks(stage.blocks, tokens, hw, mask), mask)
+            stride = self.strides[i]
+            tokens, hw = stage.enter(tokens, hw, valid_hw, stride)
+            mask = valid_token_mask(valid_hw, hw, stride, x.device)
+            for block in stage.blocks:
+                tokens = block(tokens, hw, mask)
+            tokens = zero_padding(tokens, mask)
             if i in self.out_indices:
-                outs.append(self.taps[i](self.output(i, tokens, hw)[..., :sizes[i][0], :sizes[i][1]]))
-        return tuple(outs)
+                # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a
+                # negative size becomes an integer Div, which truncates towards zero (one row short)
+                out = self.output(i, tokens, hw)[:, :, :(h + stride - 1) // stride, :(w + stride - 1) // stride]
+                outs.append(self.tap(i, out))
+            if i < last:
+                tokens, hw = stage.leave(tokens, hw)
+        if torch.jit.is_scripting():
+            return outs
+        return tuple(outs)  # eagerly a tuple, as OpenMMLab's necks take
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
         """Stage output (B, N, C) tokens -> (B, C, H, W), through the stage's output norm."""
-        if str(index) in self.out_norms:
-            tokens = self.out_norms[str(index)](tokens)
-        b, _, c = tokens.shape
-        return tokens.transpose(1, 2).reshape(b, c, *hw).contiguous()
+        for key, norm in self.out_norms.items():  # a loop, not out_norms[str(index)]: TorchScript
+            if key == str(index):
+                tokens = norm(tokens)
+        b, c = tokens.shape[0], tokens.shape[2]
+        return tokens.transpose(1, 2).reshape(b, c, hw[0], hw[1]).contiguous()
+
+    def tap(self, index: int, out: torch.Tensor) -> torch.Tensor:
+        """Stage ``index``'s output map through ``taps.index`` (where forward hooks read it)."""
+        for i, tap in enumerate(self.taps):  # TorchScript indexes module lists by literals only
+            if i == index:
+                out = tap(out)
+        return out
 
     # ------------------------------------------------------------------ freezing
     def stem_modules(self) -> List[nn.Module]:
@@ -216,7 +237,7 @@ class InLineBackboneBase(nn.Module):
         raise NotImplementedError
 
 
-def check_image_input(x: torch.Tensor, valid_hw: Optional[Sequence[HW]], in_channels: int, name: str) -> None:
+def check_image_input(x: torch.Tensor, valid_hw: Optional[List[HW]], in_channels: int, name: str) -> None:
     """(B, ``in_channels``, H, W) floating point, ``valid_hw`` one real size per image within H x W."""
     if x.ndim != 4 or x.shape[1] != in_channels:
         raise ValueError(f'{name}: expected an input of shape (B, {in_channels}, H, W), '
@@ -235,29 +256,32 @@ def check_image_input(x: torch.Tensor, valid_hw: Optional[Sequence[HW]], in_chan
                              f'of each image before padding, e.g. img_shape of its data sample.')
 
 
-def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[Sequence[HW]],
-                    min_size: int) -> Tuple[torch.Tensor, Optional[Sequence[HW]]]:
+def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[List[HW]],
+                    min_size: int) -> Tuple[torch.Tensor, Optional[List[HW]]]:
     """(B, C, H, W) zero-padded bottom/right to at least ``min_size`` per side, with ``valid_hw``
     (each image's real size; the whole input when None) so that the padding is masked."""
-    h, w = x.shape[-2:]
+    h, w = x.shape[-2], x.shape[-1]
     if min(h, w) >= min_size:
         return x, valid_hw
     padded = nn.functional.pad(x, (0, max(min_size - w, 0), 0, max(min_size - h, 0)))
-    return padded, valid_hw if valid_hw is not None else [(h, w)] * x.shape[0]
+    return padded, valid_hw if valid_hw is not None else [(h, w) for _ in range(x.shape[0])]
 
 
-def valid_grid_sizes(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
+def valid_grid_sizes(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
     """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded."""
     if valid_hw is None:
         return None
     h, w = batch_hw
-    sizes = [(min(math.ceil(vh / stride), h), min(math.ceil(vw / stride), w)) for vh, vw in valid_hw]
-    if all(sh >= h and sw >= w for sh, sw in sizes):
-        return None
-    return sizes
+    sizes: List[HW] = []
+    padded = False
+    for size in valid_hw:  # loops, not comprehensions: TorchScript
+        rows, cols = min((size[0] + stride - 1) // stride, h), min((size[1] + stride - 1) // stride, w)
+        padded = padded or rows < h or cols < w
+        sizes.append((rows, cols))
+    return sizes if padded else None
 
 
-def valid_token_mask(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int,
+def valid_token_mask(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int,
                      device: torch.device) -> Optional[torch.Tensor]:
     """(B, h*w) bool of tokens that overlap each image's real (unpadded) pixels, or None.
 
@@ -270,8 +294,9 @@ def valid_token_mask(valid_hw: Optional[Sequence[HW]], batch_hw: HW, stride: int
     h, w = batch_hw
     rows = torch.arange(h, device=device).view(1, h, 1)
     cols = torch.arange(w, device=device).view(1, 1, w)
-    limits = torch.tensor(sizes, device=device)
-    mask = (rows < limits[:, 0].view(-1, 1, 1)) & (cols < limits[:, 1].view(-1, 1, 1))
+    limit_rows = torch.tensor([s[0] for s in sizes], device=device).view(-1, 1, 1)
+    limit_cols = torch.tensor([s[1] for s in sizes], device=device).view(-1, 1, 1)
+    mask = (rows < limit_rows) & (cols < limit_cols)
     return mask.view(len(sizes), h * w)
 
 

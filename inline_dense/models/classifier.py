@@ -45,9 +45,10 @@ def check_output_stride(output_stride: Optional[int], name: str) -> None:
                          f'or 16).')
 
 
-def take_indices(num_stages: int, indices: Union[int, Sequence[int], None]) -> Tuple[List[int], int]:
+def take_indices(num_stages: int, indices: Optional[Union[int, List[int]]]) -> Tuple[List[int], int]:
     """timm's index convention: None -> all stages, an int n -> the last n, a sequence -> those
-    (negative from the end). Returns (sorted stage indices, the largest)."""
+    (negative from the end). Returns (sorted stage indices, the largest). Loops, for TorchScript."""
+    chosen: List[int] = []
     if indices is None:
         chosen = list(range(num_stages))
     elif isinstance(indices, int):
@@ -55,9 +56,15 @@ def take_indices(num_stages: int, indices: Union[int, Sequence[int], None]) -> T
             raise ValueError(f'indices={indices}: take 1 to {num_stages} of the last stages.')
         chosen = list(range(num_stages - indices, num_stages))
     else:
-        chosen = sorted({i + num_stages if i < 0 else i for i in indices})
-        if not chosen or not all(0 <= i < num_stages for i in chosen):
-            raise ValueError(f'indices={list(indices)}: stage indices must lie in [-{num_stages}, {num_stages - 1}].')
+        for i in indices:
+            j = i + num_stages if i < 0 else i
+            if not 0 <= j < num_stages:
+                raise ValueError(f'indices={indices}: stage indices must lie in [-{num_stages}, {num_stages - 1}].')
+            if j not in chosen:
+                chosen.append(j)
+        if len(chosen) == 0:
+            raise ValueError(f'indices={indices}: give at least one stage index.')
+        chosen.sort()
     return chosen, chosen[-1]
 
 
@@ -197,9 +204,9 @@ class InLineClassifier(nn.Module):
             ])
 
     # ------------------------------------------------------------------ timm's feature-getter contract
-    def forward_intermediates(self, x: torch.Tensor, indices: Union[int, Sequence[int], None] = None,
+    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
                               norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',
-                              intermediates_only: bool = False, valid_hw: Optional[Sequence[HW]] = None
+                              intermediates_only: bool = False, valid_hw: Optional[List[HW]] = None
                               ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
         """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;
         with ``norm`` the final norm is applied to the last stage's map. Unless
@@ -210,19 +217,21 @@ class InLineClassifier(nn.Module):
         ``stop_early`` is accepted; the stages after the last index are removed by
         ``prune_intermediate_layers`` instead.
         """
-        if output_fmt not in ('NCHW', 'NHWC'):
-            raise ValueError(f"output_fmt={output_fmt!r}: InLine stages give 'NCHW' (B, C, H, W) or 'NHWC' "
+        if output_fmt != 'NCHW' and output_fmt != 'NHWC':
+            raise ValueError(f"output_fmt='{output_fmt}': InLine stages give 'NCHW' (B, C, H, W) or 'NHWC' "
                              f"(B, H, W, C) maps.")
         stages = self.backbone(x, valid_hw)
         chosen, _ = take_indices(len(stages), indices)
         last = len(stages) - 1
-        intermediates = [self._final_norm(stages[i]) if norm and i == last else stages[i] for i in chosen]
-        if output_fmt == 'NHWC':
-            intermediates = [t.permute(0, 2, 3, 1) for t in intermediates]
+        intermediates: List[torch.Tensor] = []
+        for i in chosen:
+            t = self._final_norm(stages[i]) if norm and i == last else stages[i]
+            intermediates.append(t.permute(0, 2, 3, 1) if output_fmt == 'NHWC' else t)
         if intermediates_only:
             return intermediates
         return self._final_norm(stages[-1]), intermediates
 
+    @torch.jit.ignore
     def prune_intermediate_layers(self, indices: Union[int, Sequence[int]] = 1, prune_norm: bool = False,
                                   prune_head: bool = True) -> List[int]:
         """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
@@ -234,7 +243,7 @@ class InLineClassifier(nn.Module):
             backbone.stages = backbone.stages[:last + 1]
             backbone.taps = backbone.taps[:last + 1]
             backbone.strides = backbone.strides[:last + 1]
-            backbone.out_indices = tuple(range(last + 1))
+            backbone.out_indices = list(range(last + 1))
             if getattr(backbone.stages[last], 'downsample', None) is not None:  # Swin: merging into a removed stage
                 backbone.stages[last].downsample = None
             self.feature_info = self.feature_info[:last + 1]

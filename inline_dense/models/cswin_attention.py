@@ -10,16 +10,15 @@ is added to the attention output.
 Any H x W works: the grid is zero-padded to whole stripes, padded keys are masked out,
 and the output is cropped back. Batch padding (``valid_mask``) is treated the same way.
 """
-from typing import List, Optional, Tuple
+from typing import Final, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads, merge_heads, traced
 from .layers import padding_to_multiple, window_partition, window_reverse
-from .window_attention import NEG_INF
+from .tensor_utils import NEG_INF, check_heads, merge_heads, traced
 
 # a branch's window (rows, cols); None spans that whole side of the grid
 Stripe = Tuple[Optional[int], Optional[int]]
@@ -38,6 +37,8 @@ class CSwinStripeAttention(nn.Module):
     ``x`` (B, H*W, C) tokens of ``hw_shape``; ``valid_mask`` optional (B, H*W) bool of real
     tokens. Output (B, H*W, C).
     """
+
+    neg_inf: Final[float] = NEG_INF  # a constant to TorchScript, which reads no float globals
 
     def __init__(self, embed_dims: int, num_heads: int, split_size: int, num_branches: int = 2,
                  qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
@@ -70,53 +71,68 @@ class CSwinStripeAttention(nn.Module):
             return [(None, None)]
         return [(None, self.split_size), (self.split_size, None)]
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape
         qkv = self.qkv(x)
-        valid = None
+        valid: Optional[torch.Tensor] = None
         if valid_mask is not None:
             qkv = qkv * valid_mask.unsqueeze(-1).to(qkv.dtype)  # padded v is 0, as beyond an image's border
             valid = valid_mask.view(b, h, w)
         q, k, v = qkv.view(b, h, w, 3, c).unbind(3)
         cb = c // self.num_branches
-        outs = []
-        for i, stripe in enumerate(self.stripes()):
-            part = slice(i * cb, (i + 1) * cb)
-            outs.append(self.branch(q[..., part], k[..., part], v[..., part], stripe, self.get_v[i], valid))
+        stripes = self.stripes()
+        outs: List[torch.Tensor] = []
+        for i, get_v in enumerate(self.get_v):  # a loop over the module list: TorchScript indexes none
+            lo, hi = i * cb, (i + 1) * cb
+            outs.append(self.branch(q[..., lo:hi], k[..., lo:hi], v[..., lo:hi], stripes[i], get_v.weight,
+                                    get_v.bias, valid))
         out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
         return self.proj_drop(self.proj(out.reshape(b, n, c)))
 
-    def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stripe: Stripe, get_v: nn.Conv2d,
-               valid: Optional[torch.Tensor]) -> torch.Tensor:
-        """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in the ``stripe`` windows + LePE."""
+    def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stripe: Stripe, lepe_weight: torch.Tensor,
+               lepe_bias: Optional[torch.Tensor], valid: Optional[torch.Tensor]) -> torch.Tensor:
+        """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in the ``stripe`` windows + LePE
+        (the branch's ``get_v``, a 3x3 depthwise conv given by its weight and bias)."""
         b, h, w, c = q.shape
         rows, cols = stripe
         # a side the window spans is never padded, nor divided by itself: traced with symbolic
         # sizes, (-h) % h and (h + pad) // h are costly symbolic algebra that ends in 0 and 1
         pad_h = 0 if rows is None else padding_to_multiple(h, rows)
         pad_w = 0 if cols is None else padding_to_multiple(w, cols)
-        win = (h if rows is None else rows, w if cols is None else cols)
-        wh, ww = win
-        padded = stripe != (None, None) and (traced() or pad_h or pad_w)  # traced: no branch on the size
+        wh = h if rows is None else rows
+        ww = w if cols is None else cols
+        win = (wh, ww)
+        # traced: no branch on the size
+        padded = (rows is not None or cols is not None) and (traced() or pad_h > 0 or pad_w > 0)
         if padded:
-            q, k, v = (F.pad(t, (0, 0, 0, pad_w, 0, pad_h)) for t in (q, k, v))
+            q = F.pad(q, (0, 0, 0, pad_w, 0, pad_h))
+            k = F.pad(k, (0, 0, 0, pad_w, 0, pad_h))
+            v = F.pad(v, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         heads = self.branch_heads
         d = c // heads
-
-        def split_heads(t: torch.Tensor) -> torch.Tensor:  # (B*nW, n, c) -> (B*nW, heads, n, d)
-            return t.view(t.shape[0], t.shape[1], heads, d).transpose(1, 2)
-
-        qw, kw, vw = (window_partition(t, win) for t in (q, k, v))
+        qw, kw, vw = window_partition(q, win), window_partition(k, win), window_partition(v, win)
         n_win = qw.shape[0]  # B * windows per image; spelled out below, no -1 (see window_partition)
-        mask = None
+        mask: Optional[torch.Tensor] = None
         if padded or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
-            key_valid[:, :h, :w] = 1 if valid is None else valid.unsqueeze(-1).to(q.dtype)
-            mask = ((1 - window_partition(key_valid, win)) * NEG_INF).view(n_win, 1, 1, wh * ww)
-        lepe = get_v(vw.transpose(1, 2).reshape(n_win, c, wh, ww)).flatten(2).transpose(1, 2)
-        out = F.scaled_dot_product_attention(split_heads(qw), split_heads(kw), split_heads(vw), attn_mask=mask,
+            if valid is None:
+                key_valid[:, :h, :w] = 1
+            else:
+                key_valid[:, :h, :w] = valid.unsqueeze(-1).to(q.dtype)
+            mask = ((1 - window_partition(key_valid, win)) * self.neg_inf).view(n_win, 1, 1, wh * ww)
+        lepe = F.conv2d(vw.transpose(1, 2).reshape(n_win, c, wh, ww), lepe_weight, lepe_bias, padding=1, groups=c)
+        lepe = lepe.flatten(2).transpose(1, 2)
+        out = F.scaled_dot_product_attention(split_heads(qw, heads, d), split_heads(kw, heads, d),
+                                             split_heads(vw, heads, d), attn_mask=mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
         out = merge_heads(out) + lepe
         return window_reverse(out, win, (hp, wp), b)[:, :h, :w]
+
+
+def split_heads(t: torch.Tensor, heads: int, d: int) -> torch.Tensor:
+    """(B*nW, n, heads*d) -> (B*nW, heads, n, d)."""
+    return t.view(t.shape[0], t.shape[1], heads, d).transpose(1, 2)

@@ -30,7 +30,7 @@ InLine-CSwin adds two things, both optional here: LePE (``lepe=True``, a 3x3 dep
 conv with bias over v, added to the output; folded into the local residual's taps) and
 a residual MLP that reads another tensor than the attention input (``residual_input``).
 """
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +72,7 @@ def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     taps = taps.permute(2, 0, 1).reshape(9, b, 1, 1, c)
     out = rows[0][:, :, :w] * taps[0]
     for t in range(1, 9):
-        row, col = divmod(t, 3)
+        row, col = t // 3, t % 3
         out = out + rows[row][:, :, col:col + w] * taps[t]
     return out
 
@@ -130,7 +130,6 @@ class InLineAttention(nn.Module):
         self.num_heads = num_heads
         self.scale = self.head_dim ** -0.5
         self.kernel = kernel
-        self.phi = KERNELS[kernel]
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         # MLP from the mean token to 9 depthwise taps per channel: output 9c+t is tap t of channel c.
         self.residual = nn.Sequential(
@@ -159,6 +158,16 @@ class InLineAttention(nn.Module):
             out = self.forward_reference(x, hw_shape, valid_mask, residual_input)
         return self.proj_drop(self.proj(out))
 
+    def phi(self, t: torch.Tensor) -> torch.Tensor:
+        """The kernel ``KERNELS[self.kernel]`` (spelled out: TorchScript keeps no functions as attributes)."""
+        if self.kernel == 'relu':
+            return F.relu(t)
+        if self.kernel == 'leakyrelu':
+            return F.leaky_relu(t)
+        if self.kernel == 'exp':
+            return torch.exp(t)
+        return t
+
     def folds(self) -> bool:
         """Whether this call takes the folded path: it needs a linear phi and no dropout
         between attention and residual."""
@@ -179,7 +188,7 @@ class InLineAttention(nn.Module):
         out = self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
         if self.get_v is not None:
             b, n, c = v.shape
-            vmap = v.transpose(1, 2).reshape(b, c, *hw_shape)
+            vmap = v.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
             out = out + self.get_v(vmap).flatten(2).transpose(1, 2)
         return out
 
@@ -198,47 +207,38 @@ class InLineAttention(nn.Module):
         and its bias to ``a``.
         """
         b, n, c = x.shape
-        heads, d = self.num_heads, self.head_dim
-        wq, wk, wv = self.qkv.weight.split(c)
-        bq = bk = bv = None
+        wq, _, wv = self.qkv.weight.split(c)
+        bq: Optional[torch.Tensor] = None
+        bv: Optional[torch.Tensor] = None
         if self.qkv.bias is not None:
-            bq, bk, bv = self.qkv.bias.split(c)
+            bq, _, bv = self.qkv.bias.split(c)
         v = F.linear(x, wv, bv)
-        keep = None
+        keep: Optional[torch.Tensor] = None
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1)
             v = v * keep.to(v.dtype)
-        # Token reductions in float32 even under autocast (see global_attention).
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            xf = cast(x, torch.float32)
-            if keep is None:
-                count = token_count(xf)
-                xs = xf
-            else:
-                keep = keep.to(xf.dtype)
-                count = keep.sum(1).clamp_min(1)  # (B, 1)
-                xs = xf * keep
-            mean_x = xs.sum(1) / count  # (B, C)
-            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
-            ctx = self.folded_context(xf, cast(v, torch.float32), keep, count, mean_x, mean_v)
-            ctx = ctx * self.scale  # (B, h, d, d)
-            # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
-            fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
-            fold = fold.transpose(1, 2).reshape(b, c, c)
-            bias = mean_v
-            if bq is not None:
-                bias = bias + (cast(bq, torch.float32).view(1, heads, 1, d) @ ctx).reshape(b, c)
+        # Token reductions in float32 even under autocast (see global_attention); TorchScript takes
+        # no autocast region on a device known at run time only (its float32 casts stay)
+        if torch.jit.is_scripting():
+            mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv)
+        else:
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv)
         if residual_input is None:
             mean_r = cast(mean_x, x.dtype)
         else:
             mean_r = masked_token_mean(residual_input, valid_mask)
         taps = self.residual(mean_r.unsqueeze(-1))  # (B, 9C, 1)
-        if self.get_v is not None:
-            taps = taps + cast(self.get_v.weight.reshape(1, 9 * c, 1), taps.dtype)
-            bias = bias + cast(self.get_v.bias, torch.float32)
+        get_v = self.get_v
+        if get_v is not None:
+            taps = taps + cast(get_v.weight.reshape(1, 9 * c, 1), taps.dtype)
+            lepe_bias = get_v.bias
+            if lepe_bias is not None:  # always (the conv has one); spelled out for TorchScript
+                bias = bias + cast(lepe_bias, torch.float32)
         if traced():  # one graph for any batch: no per-sample loop, no batch-sized group count
             out = torch.baddbmm(cast(bias.unsqueeze(1), v.dtype), cast(x, v.dtype), cast(fold, v.dtype))
-            out = out + depthwise3x3(v.reshape(b, *hw_shape, c), cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
+            grid = v.reshape(b, hw_shape[0], hw_shape[1], c)
+            out = out + depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
             return self.attn_drop(out)
         outs = []
         for i in range(b):
@@ -248,6 +248,34 @@ class InLineAttention(nn.Module):
         out = outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
         return self.attn_drop(out)
 
+    def folded_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: Optional[torch.Tensor], wq: torch.Tensor,
+                          wv: torch.Tensor, bq: Optional[torch.Tensor],
+                          bv: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The folded path's token reductions, float32: x (B, N, C), v (B, N, C) (zero at padded
+        tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C)."""
+        b, n, c = x.shape
+        heads, d = self.num_heads, self.head_dim
+        xf = cast(x, torch.float32)
+        keep_f: Optional[torch.Tensor] = None
+        if keep is None:
+            count = token_count(xf)
+            xs = xf
+        else:
+            keep_f = keep.to(xf.dtype)
+            count = keep_f.sum(1).clamp_min(1)  # (B, 1)
+            xs = xf * keep_f
+        mean_x = xs.sum(1) / count  # (B, C)
+        mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+        ctx = self.folded_context(xf, cast(v, torch.float32), keep_f, count, mean_x, mean_v)
+        ctx = ctx * self.scale  # (B, h, d, d)
+        # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
+        fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
+        fold = fold.transpose(1, 2).reshape(b, c, c)
+        bias = mean_v
+        if bq is not None:
+            bias = bias + (cast(bq, torch.float32).view(1, heads, 1, d) @ ctx).reshape(b, c)
+        return mean_x, fold, bias
+
     def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Unscaled ctx (B, h, d, d), float32, by the route ``impl`` asks for (see ``use_gram``).
@@ -256,30 +284,50 @@ class InLineAttention(nn.Module):
         float32 mask of real tokens or None; count (B, 1); means (B, C). The weights are read
         inside each route: ``torch.cond`` takes no inputs that alias each other.
         """
-        c = self.embed_dims
+        if self.impl == 'folded_gram':
+            return self.context_route_gram(xf, keep, count, mean_x)
+        if self.impl == 'folded_keys':
+            return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
+        if not torch.jit.is_scripting():
+            if torch.compiler.is_compiling():
+                return self.context_by_cond(xf, vf, keep, count, mean_x, mean_v)
+        if self.use_gram(xf.shape[1]):
+            return self.context_route_gram(xf, keep, count, mean_x)
+        return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
 
+    @torch.jit.unused
+    def context_by_cond(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+        """Compiled: a Python branch on the token count would guard the graph on it (a recompile,
+        or a specialised export, whenever a size crosses the threshold); ``torch.cond`` keeps both
+        routes in the graph and picks one at run time from the symbolic count."""
         def from_gram() -> torch.Tensor:
-            _, wk, wv = cast(self.qkv.weight, torch.float32).split(c)
-            xs = xf if keep is None else xf * keep
-            return self.context_from_gram(xs, xf, count, mean_x, wk, wv)
+            return self.context_route_gram(xf, keep, count, mean_x)
 
         def from_keys() -> torch.Tensor:
-            _, wk, _ = cast(self.qkv.weight, torch.float32).split(c)
-            bk = None if self.qkv.bias is None else cast(self.qkv.bias, torch.float32)[c:2 * c]
-            k = F.linear(xf, wk, bk)
-            if keep is not None:
-                k = k * keep
-            return self.context_from_keys(k, vf, count, F.linear(mean_x, wk, bk), mean_v)
+            return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
 
-        if self.impl != 'auto':
-            return from_gram() if self.impl == 'folded_gram' else from_keys()
-        n = xf.shape[1]
-        if torch.compiler.is_compiling():
-            # A Python branch on the token count would guard the graph on it (a recompile, or a
-            # specialised export, whenever a size crosses the threshold); torch.cond keeps both
-            # routes in the graph and picks one at run time from the symbolic count.
-            return torch.cond(self.use_gram(n), from_gram, from_keys)
-        return from_gram() if self.use_gram(n) else from_keys()
+        return torch.cond(self.use_gram(xf.shape[1]), from_gram, from_keys)
+
+    def context_route_gram(self, xf: torch.Tensor, keep: Optional[torch.Tensor], count: torch.Tensor,
+                           mean_x: torch.Tensor) -> torch.Tensor:
+        """``context_from_gram`` with the weights read here, float32."""
+        c = self.embed_dims
+        w = cast(self.qkv.weight, torch.float32)
+        xs = xf if keep is None else xf * keep
+        return self.context_from_gram(xs, xf, count, mean_x, w[c:2 * c], w[2 * c:])
+
+    def context_route_keys(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+                           count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+        """``context_from_keys`` with the keys formed here, float32."""
+        c = self.embed_dims
+        wk = cast(self.qkv.weight, torch.float32)[c:2 * c]
+        bias = self.qkv.bias
+        bk = None if bias is None else cast(bias, torch.float32)[c:2 * c]
+        k = F.linear(xf, wk, bk)
+        if keep is not None:
+            k = k * keep
+        return self.context_from_keys(k, vf, count, F.linear(mean_x, wk, bk), mean_v)
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
@@ -331,22 +379,31 @@ class InLineAttention(nn.Module):
         v = v.view(b, n, heads, d).transpose(1, 2)
         # Sums over all tokens run in float32 even under autocast: at detection
         # resolution they add up hundreds of thousands of terms and overflow fp16.
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            kf, vf = cast(k, torch.float32), cast(v, torch.float32)
-            mean_k = kf.sum(2, keepdim=True) / count  # (B, h, 1, d)
-            mean_v = vf.sum(2, keepdim=True) / count
-            ctx = kf.transpose(-2, -1) @ vf / count - mean_k.transpose(-2, -1) @ mean_v  # (B, h, d, d)
-            ctx = ctx * self.scale
+        if torch.jit.is_scripting():
+            ctx, mean_v = self.global_context(k, v, count)
+        else:
+            with torch.autocast(device_type=q.device.type, enabled=False):
+                ctx, mean_v = self.global_context(k, v, count)
         out = (q @ cast(ctx, q.dtype)) + cast(mean_v, q.dtype)
         return merge_heads(out)
+
+    def global_context(self, k: torch.Tensor, v: torch.Tensor,
+                       count: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """k, v (B, h, N, d), count (B, 1, 1, 1) -> scaled ctx (B, h, d, d) and mean(v) (B, h, 1, d), float32."""
+        kf, vf = cast(k, torch.float32), cast(v, torch.float32)
+        mean_k = kf.sum(2, keepdim=True) / count  # (B, h, 1, d)
+        mean_v = vf.sum(2, keepdim=True) / count
+        ctx = kf.transpose(-2, -1) @ vf / count - mean_k.transpose(-2, -1) @ mean_v  # (B, h, d, d)
+        return ctx * self.scale, mean_v
 
     @staticmethod
     def local_residual(v: torch.Tensor, taps: torch.Tensor, hw_shape: HW) -> torch.Tensor:
         """3x3 depthwise filter with per-sample taps over v: (B, N, C), (B, 9C, 1) -> (B, N, C)."""
         b, n, c = v.shape
         if traced():
-            return depthwise3x3(v.reshape(b, *hw_shape, c), cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
-        vmap = v.transpose(1, 2).reshape(1, b * c, *hw_shape)
+            grid = v.reshape(b, hw_shape[0], hw_shape[1], c)
+            return depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
+        vmap = v.transpose(1, 2).reshape(1, b * c, hw_shape[0], hw_shape[1])
         weight = taps.reshape(b * c, 1, 3, 3).to(v.dtype)
         out = F.conv2d(vmap, weight, padding=1, groups=b * c)
         return out.reshape(b, c, n).transpose(1, 2)
@@ -360,6 +417,6 @@ class InLineAttention(nn.Module):
         to the depthwise kernel without a transpose, and comes back the same way.
         """
         n, c = v.shape
-        grid = v.view(1, *hw_shape, c).permute(0, 3, 1, 2)
+        grid = v.view(1, hw_shape[0], hw_shape[1], c).permute(0, 3, 1, 2)
         out = F.conv2d(grid, taps.reshape(c, 1, 3, 3).to(v.dtype), bias.to(v.dtype), padding=1, groups=c)
         return out.permute(0, 2, 3, 1).reshape(n, c)

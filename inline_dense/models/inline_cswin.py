@@ -29,10 +29,21 @@ class ConvDownsample(nn.Module):
 
 
 class CSwinStage(nn.Module):
+    """A convolutional merge into the stage (but the first), then its blocks."""
+
     def __init__(self, merge: Optional[ConvDownsample], blocks: List[TransformerBlock]) -> None:
         super().__init__()
         self.merge = merge
         self.blocks = nn.ModuleList(blocks)
+
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+        """Tokens (B, N, C) of grid ``hw`` -> this stage's tokens and grid (the merge, if any)."""
+        if self.merge is None:
+            return x, hw
+        return self.merge(x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]))
+
+    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+        return x, hw
 
 
 class InLineCSwin(InLineBackboneBase):
@@ -108,12 +119,8 @@ class InLineCSwin(InLineBackboneBase):
     def stem_modules(self) -> List[nn.Module]:
         return [self.stem]
 
-    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
-                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
-        if index == 0:  # padded to a multiple of 4 first, so that the grid is ceil(H / 4)
-            return self.stem(pad_to_multiple(x, 4))
-        grid = x.transpose(1, 2).reshape(x.shape[0], -1, *hw)
-        return self.stages[index].merge(grid)
+    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+        return self.stem(pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

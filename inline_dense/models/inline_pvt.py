@@ -44,7 +44,15 @@ class PVTStage(nn.Module):
         self.pos_drop = nn.Dropout(drop_rate)
         self.blocks = nn.ModuleList(blocks)
 
-    def embed(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None,
+    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+        """Tokens (B, N, C) -> the map (B, C, H, W) the next stage's patch embedding takes."""
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]), hw
+
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+        """The map (B, C_in, H, W) (the image, or the previous stage's) -> tokens, grid (``embed``)."""
+        return self.embed(x, valid_hw, stride)
+
+    def embed(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None,
               stride: int = 1) -> Tuple[torch.Tensor, HW]:
         """(B, C_in, H, W) -> tokens (B, N, C) with position embedding, and the grid size.
 
@@ -56,7 +64,7 @@ class PVTStage(nn.Module):
         return self.pos_drop(x + stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
 
 
-def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Optional[Sequence[HW]],
+def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Optional[List[HW]],
                    stride: int) -> torch.Tensor:
     """The (1, h0*w0, C) embedding of the ``pos_hw`` grid resized to the ``hw`` grid: (1, h*w, C);
     for a padded batch (``valid_hw``, real image sizes in pixels, at this ``stride``), (B, h*w, C)
@@ -67,11 +75,12 @@ def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Option
         return resize_pos_embed(pos_embed, pos_hw, hw)
     c = pos_embed.shape[-1]
     pos = pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
-    resized: Dict[HW, torch.Tensor] = {}
+    resized: Dict[str, torch.Tensor] = {}  # by 'h,w' (TorchScript keys no tuples)
     for i, size in enumerate(sizes):
-        if size not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
-            resized[size] = resize_pos_grid(pos_embed, pos_hw, size)[0].permute(1, 2, 0)
-        pos[i, :size[0], :size[1]] = resized[size]
+        key = f'{size[0]},{size[1]}'
+        if key not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
+            resized[key] = resize_pos_grid(pos_embed, pos_hw, size)[0].permute(1, 2, 0)
+        pos[i, :size[0], :size[1]] = resized[key]
     return pos.view(len(sizes), hw[0] * hw[1], c)
 
 
@@ -152,11 +161,8 @@ class InLinePVT(InLineBackboneBase):
         for stage in self.stages:
             trunc_normal_(stage.pos_embed, std=0.02)
 
-    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
-                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
-        if index > 0:  # tokens -> map for the next patch embedding
-            x = x.transpose(1, 2).reshape(x.shape[0], -1, *hw)
-        return self.stages[index].embed(x, valid_hw, self.strides[index])
+    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+        return x, (x.shape[2], x.shape[3])  # each stage embeds its own input
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

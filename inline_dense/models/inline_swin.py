@@ -8,8 +8,8 @@ from torch import nn
 
 from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
-from .inline_attention import traced
 from .layers import TransformerBlock, pad_to_multiple, padding_to_multiple
+from .tensor_utils import traced
 from .window_attention import ShiftWindowMSA
 
 
@@ -48,10 +48,22 @@ torch.fx.wrap('pad_to_multiple')
 
 
 class SwinStage(nn.Module):
+    """A stage's blocks, then (but the last stage) the patch merging into the next."""
+
     def __init__(self, blocks: List[TransformerBlock], downsample: Optional[PatchMerging]) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
+
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+        """Tokens (B, N, C) of grid ``hw``, unchanged: the previous stage merged them."""
+        return x, hw
+
+    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+        """(B, N, C), padding zeroed -> the next stage's tokens and grid (patch merging)."""
+        if self.downsample is None:
+            return x, hw
+        return self.downsample(x, hw)
 
 
 class InLineSwin(InLineBackboneBase):
@@ -123,10 +135,7 @@ class InLineSwin(InLineBackboneBase):
         # the dropout too: frozen stages' outputs must not change between calls
         return [self.patch_embed, self.drop_after_pos]
 
-    def enter_stage(self, index: int, x: torch.Tensor, hw: Optional[HW],
-                    valid_hw: Optional[Sequence[HW]]) -> Tuple[torch.Tensor, HW]:
-        if index > 0:
-            return self.stages[index - 1].downsample(x, hw)
+    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))
         hw = (x.shape[2], x.shape[3])
         return self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2))), hw

@@ -93,8 +93,9 @@ class TransformerBlock(nn.Module):
     def forward(self, x: torch.Tensor, hw_shape: HW,
                 valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         """x: (B, H*W, C) tokens of an ``hw_shape`` grid; returns the same shape."""
-        if self.with_cp and x.requires_grad:
-            return checkpoint(self._forward, x, hw_shape, valid_mask, use_reentrant=False)
+        if not torch.jit.is_scripting():  # TorchScript cannot checkpoint: a scripted block recomputes nothing
+            if self.with_cp and x.requires_grad:
+                return checkpoint(self._forward, x, hw_shape, valid_mask, use_reentrant=False)
         return self._forward(x, hw_shape, valid_mask)
 
 
@@ -112,14 +113,6 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
     h, w = x.shape[-2:]
     ph, pw = padding_to_multiple(h, multiple), padding_to_multiple(w, multiple)
     return F.pad(x, (0, pw, 0, ph)) if traced() or ph or pw else x  # traced: no branch on the size
-
-
-def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, hw_shape: HW,
-               valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
-    """(B, N, C) tokens through every block of a stage."""
-    for block in blocks:
-        x = block(x, hw_shape, valid_mask)
-    return x
 
 
 def window_partition(x: torch.Tensor, win: Union[int, HW]) -> torch.Tensor:

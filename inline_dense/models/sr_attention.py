@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import check_heads
+from .tensor_utils import check_heads
 
 
 class SRAttention(nn.Module):
@@ -26,6 +26,8 @@ class SRAttention(nn.Module):
         self.sr_ratio = sr_ratio
         self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+        self.sr: Optional[nn.Conv2d] = None  # sr_ratio 1: keys from the tokens themselves
+        self.norm: Optional[nn.LayerNorm] = None
         if sr_ratio > 1:
             self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, stride=sr_ratio)
             self.norm = nn.LayerNorm(embed_dims)
@@ -33,22 +35,24 @@ class SRAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
         q = self.q(x).view(b, n, heads, d).transpose(1, 2)
         src, key_valid = x, valid_mask
-        if self.sr_ratio > 1:
-            grid = x.transpose(1, 2).reshape(b, c, *hw_shape)
+        if self.sr is not None and self.norm is not None:
+            grid = x.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
             if valid_mask is not None:
-                grid = grid * valid_mask.view(b, 1, *hw_shape).to(grid.dtype)
+                grid = grid * valid_mask.view(b, 1, hw_shape[0], hw_shape[1]).to(grid.dtype)
             grid = self.sr(grid)
             src = self.norm(grid.flatten(2).transpose(1, 2))
             if valid_mask is not None:
-                key_valid = reduced_valid_mask(valid_mask.view(b, *hw_shape), self.sr_ratio,
+                key_valid = reduced_valid_mask(valid_mask.view(b, hw_shape[0], hw_shape[1]), self.sr_ratio,
                                                (grid.shape[2], grid.shape[3]))
         k, v = self.kv(src).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-        attn_mask = None
+        attn_mask: Optional[torch.Tensor] = None
         if key_valid is not None:
             attn_mask = torch.zeros(b, 1, 1, k.shape[2], dtype=q.dtype, device=q.device)
             attn_mask = attn_mask.masked_fill(~key_valid.view(b, 1, 1, -1), float('-inf'))

@@ -1,6 +1,10 @@
 """Tensor helpers shared by the attention layers and the bricks around them: head bookkeeping,
 and whether a call is being traced into a graph (where a no-op must leave no node)."""
+from typing import Final
+
 import torch
+
+NEG_INF: Final[float] = -100.0  # the score Swin gives a masked key; exp(-100) is 0 in float32
 
 
 def check_heads(embed_dims: int, num_heads: int, where: str) -> int:
@@ -15,7 +19,10 @@ def check_heads(embed_dims: int, num_heads: int, where: str) -> int:
 def traced() -> bool:
     """Whether this call is being traced into a graph (torch.compile, torch.export and the ONNX
     exporter, TorchScript tracing) rather than run eagerly. Dynamo folds it to a constant."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+    if torch.jit.is_scripting():  # a scripted model runs its eager code
+        return False
+    else:
+        return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

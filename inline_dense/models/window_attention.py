@@ -6,17 +6,15 @@ cyclic shift on odd blocks, zero padding to whole windows (padded keys are
 masked out), and crop back. A grid that fits inside one window is attended as
 a single window of its own size, without shift, as the authors' Swin does.
 """
-from typing import Optional
+from typing import Final, List, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .inline_attention import cast, check_heads, merge_heads, traced
 from .layers import padding_to_multiple, window_partition, window_reverse
-
-NEG_INF = -100.0  # the value Swin uses to mask; exp(-100) is 0 in float32
+from .tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
 
 
 def relative_position_index(win_h: int, win_w: int, table_size: int) -> torch.Tensor:
@@ -92,21 +90,24 @@ class WindowMSA(nn.Module):
         return self.proj_drop(self.proj(merge_heads(out)))
 
 
-def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device) -> torch.Tensor:
+def shift_regions(size: int, win: int, shift: int, device: torch.device) -> torch.Tensor:
+    """(size,) region of each row (or column) of a shifted grid: 0, 1 or 2."""
+    i = torch.arange(size, device=device)
+    return (i >= size - win).long() + (i >= size - shift).long()
+
+
+def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device,
+                      neg_inf: float = NEG_INF) -> torch.Tensor:
     """(nW, n, n) additive mask keeping a shifted window's wrapped regions apart.
 
     Along each axis the grid has three regions (before the last window, the last window's first
     ``win - shift`` rows or columns, its last ``shift``): a token's region is 3 * row + column."""
     h, w = hw
-
-    def regions(size: int) -> torch.Tensor:
-        i = torch.arange(size, device=device)
-        return (i >= size - win).long() + (i >= size - shift).long()  # 0, 1 or 2
-
-    ids = (regions(h).view(1, h, 1, 1) * 3 + regions(w).view(1, 1, w, 1))
+    ids = (shift_regions(h, win, shift, device).view(1, h, 1, 1) * 3
+           + shift_regions(w, win, shift, device).view(1, 1, w, 1))
     ids = window_partition(ids, win).squeeze(-1)  # (nW, n)
     different = ids.unsqueeze(1) != ids.unsqueeze(2)
-    return different.float() * NEG_INF
+    return different.float() * neg_inf
 
 
 class ShiftWindowMSA(nn.Module):
@@ -118,6 +119,8 @@ class ShiftWindowMSA(nn.Module):
 
     ``x`` (B, H*W, C), ``valid_mask`` optional (B, H*W) bool of real tokens.
     """
+
+    neg_inf: Final[float] = NEG_INF  # a constant to TorchScript, which reads no float globals
 
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7, shift: bool = False,
                  qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
@@ -131,15 +134,17 @@ class ShiftWindowMSA(nn.Module):
     def extra_repr(self) -> str:
         return f'window_size={self.window_size}, shift={self.shift}'
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape
         win = self.window_size
         if h <= win and w <= win:  # one window, the grid itself, no shift
-            mask = None
+            mask: Optional[torch.Tensor] = None
             if valid_mask is not None:
                 mask = torch.zeros(b, 1, n, n, dtype=x.dtype, device=x.device)
-                mask = mask.masked_fill(~valid_mask.view(b, 1, 1, n), NEG_INF).view(b, n, n)
+                mask = mask.masked_fill(~valid_mask.view(b, 1, 1, n), self.neg_inf).view(b, n, n)
             return self.w_msa(x, (h, w), mask)
 
         grid = x.view(b, h, w, c)
@@ -148,32 +153,37 @@ class ShiftWindowMSA(nn.Module):
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
 
-        key_valid = None
-        if traced() or pad_h or pad_w or valid_mask is not None:  # traced: no branch on the size
+        key_valid: Optional[torch.Tensor] = None
+        if traced() or pad_h > 0 or pad_w > 0 or valid_mask is not None:  # traced: no branch on the size
             key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
-            key_valid[:, :h, :w] = True if valid_mask is None else valid_mask.view(b, h, w)
-        if shift:
+            if valid_mask is None:
+                key_valid[:, :h, :w] = True
+            else:
+                key_valid[:, :h, :w] = valid_mask.view(b, h, w)
+        if shift > 0:
             grid = torch.roll(grid, (-shift, -shift), dims=(1, 2))
             if key_valid is not None:
                 key_valid = torch.roll(key_valid, (-shift, -shift), dims=(1, 2))
 
         windows = window_partition(grid, win)  # (B*nW, n, C)
         nw = (hp // win) * (wp // win)  # windows per image
-        mask = shift_region_mask((hp, wp), win, shift, x.device) if shift else None  # (nW, n, n)
+        mask: Optional[torch.Tensor] = None
+        if shift > 0:
+            mask = shift_region_mask((hp, wp), win, shift, x.device)  # (nW, n, n)
         if key_valid is not None:
             kv = window_partition(key_valid.unsqueeze(-1).to(x.dtype), win).view(b, nw, 1, win * win)
-            pad_mask = (1 - kv) * NEG_INF  # (B, nW, 1, n)
+            pad_mask = (1 - kv) * self.neg_inf  # (B, nW, 1, n)
             mask = pad_mask if mask is None else mask.unsqueeze(0) + pad_mask
             mask = mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
         out = self.w_msa(windows, (win, win), mask)
         grid = window_reverse(out, win, (hp, wp), b)
-        if shift:
+        if shift > 0:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
         out = grid[:, :h, :w, :]
         if traced():  # an explicit copy: reshape's view-or-copy choice would guard on the strides
             out = out.clone(memory_format=torch.contiguous_format)
         out = out.reshape(b, n, c)
-        if shift and valid_mask is not None:
+        if shift > 0 and valid_mask is not None:
             out = self._one_window_images(x, out, valid_mask, hw_shape)
         return out
 
@@ -184,9 +194,13 @@ class ShiftWindowMSA(nn.Module):
         b, n, c = x.shape
         h, w = hw_shape
         grid_mask = valid_mask.view(b, h, w)
-        rows, cols = grid_mask[:, :, 0].sum(1).tolist(), grid_mask[:, 0, :].sum(1).tolist()
-        small = [i for i in range(b) if 0 < rows[i] <= self.window_size and 0 < cols[i] <= self.window_size]
-        if not small:
+        rows: List[int] = grid_mask[:, :, 0].sum(1).tolist()
+        cols: List[int] = grid_mask[:, 0, :].sum(1).tolist()
+        small: List[int] = []
+        for i in range(b):  # a loop, not a filtered comprehension: TorchScript
+            if 0 < rows[i] <= self.window_size and 0 < cols[i] <= self.window_size:
+                small.append(i)
+        if len(small) == 0:
             return out
         out = out.view(b, h, w, c).clone()
         for i in small:
