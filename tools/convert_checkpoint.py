@@ -21,7 +21,9 @@ from inline_dense.checkpoint import CheckpointError  # noqa: E402
 from inline_dense.models.convert import convert_file  # noqa: E402
 
 try:  # this project's training checkpoints (mmengine Runner files) hold mmengine's HistoryBuffer, pickled with
-    import mmengine.logging  # noqa: F401,E402  getattr: importing it adds both to the allow-list, as the tools do
+    # getattr: the OpenMMLab adapter adds both to the reader's allow-list, as the other tools have it
+    from inline_dense.openmmlab.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
+    allow_mmengine_checkpoint_types()
 except ImportError:  # no mmengine: such a file was written elsewhere; authors' files need nothing of it
     pass
 

@@ -18,7 +18,7 @@ def _numpy_core_names() -> List[Tuple[Callable, str]]:
     try:
         from numpy._core import multiarray  # numpy >= 2 (and 1.26's forward shim)
     except ImportError:  # numpy < 1.26
-        from numpy.core import multiarray
+        from numpy.core import multiarray  # type: ignore[no-redef]
     pairs = []
     for prefix in ('numpy._core.multiarray', 'numpy.core.multiarray'):
         pairs.append((multiarray._reconstruct, f'{prefix}._reconstruct'))

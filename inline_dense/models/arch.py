@@ -5,7 +5,7 @@ before anything is built: a wrong value gets a one-line error naming it and the 
 being taken for something else (``out_norm='no'`` is truthy, ``frozen_stages=True`` is 1).
 """
 import numbers
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 
 def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, dict], backbone: str,
@@ -104,7 +104,7 @@ def to_2tuple_size(value: Union[int, Sequence[int]], name: str, backbone: str) -
     Not timm's ``to_2tuple``, which passes any iterable through unchecked: a wrong value here
     gets an error naming the setting."""
     if _is_int(value):
-        return value, value
+        return cast(int, value), cast(int, value)
     if isinstance(value, Sequence) and len(value) in (1, 2) and all(_is_int(v) for v in value):
         return (value[0], value[0]) if len(value) == 1 else (value[0], value[1])
     raise TypeError(f'{backbone}: {name} must be an int or a tuple of 1 or 2 ints, got {value!r}.')

@@ -91,6 +91,7 @@ class InLineBackboneBase(nn.Module):
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
         rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
         self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
+        self.stages: nn.ModuleList  # made by build(): stage modules with enter, blocks and leave
         strides = tuple(self.build(**(build_options or {})))
         stages = getattr(self, 'stages', None)
         if not isinstance(stages, nn.ModuleList) or len(stages) != n or len(strides) != n:
@@ -104,7 +105,7 @@ class InLineBackboneBase(nn.Module):
         if self.init_at_construction:
             self.init_from_scratch()
 
-    def build(self, **options: Any) -> Sequence[int]:
+    def build(self, *args: Any, **options: Any) -> Sequence[int]:
         """Makes the stem and ``self.stages`` from ``options`` (the subclass's ``build_options``);
         returns each stage's stride in input pixels."""
         raise NotImplementedError(f'{type(self).__name__} must define build()')
@@ -117,6 +118,7 @@ class InLineBackboneBase(nn.Module):
         the 'S' block j."""
         dims, blocks = self.embed_dims[stage], []
         for j, kind in enumerate(self.attn_kinds[stage]):
+            attn: nn.Module
             if kind == 'I':
                 attn = InLineAttention(dims, self.num_heads[stage], qkv_bias, self.kernel, attn_drop, proj_drop,
                                        impl=self.attn_impl, lepe=lepe)
@@ -132,7 +134,7 @@ class InLineBackboneBase(nn.Module):
         """The total stride: smaller inputs leave the last stage all padding."""
         return self.strides[-1]
 
-    def check_input(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> None:
+    def check_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None) -> None:
         """A ValueError / TypeError a user can act on for a wrong input (see ``check_image_input``)."""
         check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
 
@@ -157,9 +159,10 @@ class InLineBackboneBase(nn.Module):
         h, w = x.shape[-2], x.shape[-1]
         if not torch.jit.is_scripting():
             check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
-            if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # empty outputs of the usual shapes
-                return tuple(x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
-                                         (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices)
+            if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # empty outputs of the usual shapes (a tuple)
+                empty = [x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
+                                     (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices]
+                return tuple(empty)  # type: ignore[return-value]
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
         x, valid_hw = pad_to_min_size(x, valid_hw, self.strides[-1])
@@ -168,9 +171,9 @@ class InLineBackboneBase(nn.Module):
         last = len(self.strides) - 1
         for i, stage in enumerate(self.stages):
             stride = self.strides[i]
-            tokens, hw = stage.enter(tokens, hw, valid_hw, stride)
+            tokens, hw = stage.enter(tokens, hw, valid_hw, stride)  # type: ignore[operator]
             mask = valid_token_mask(valid_hw, hw, stride, x.device)
-            for block in stage.blocks:
+            for block in stage.blocks:  # type: ignore[union-attr]
                 tokens = block(tokens, hw, mask)
             tokens = zero_padding(tokens, mask)
             if i in self.out_indices:
@@ -179,10 +182,11 @@ class InLineBackboneBase(nn.Module):
                 out = self.output(i, tokens, hw)[:, :, :(h + stride - 1) // stride, :(w + stride - 1) // stride]
                 outs.append(self.tap(i, out))
             if i < last:
-                tokens, hw = stage.leave(tokens, hw)
+                tokens, hw = stage.leave(tokens, hw)  # type: ignore[operator]
         if torch.jit.is_scripting():
             return outs
-        return tuple(outs)  # eagerly a tuple, as OpenMMLab's necks take
+        # eagerly a tuple, as OpenMMLab's necks take
+        return tuple(outs)  # type: ignore[return-value]
 
     def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
         """Stage output (B, N, C) tokens -> (B, C, H, W), through the stage's output norm."""

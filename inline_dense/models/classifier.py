@@ -25,6 +25,7 @@ from .inline_cswin import InLineCSwin
 from .inline_pvt import InLinePVT
 from .inline_swin import InLineSwin
 from .layers import TransformerBlock
+from .weight_init import trunc_normal_
 
 # from the variant table (inline_dense.variants): family -> backbone class, variant -> (family, preset)
 FAMILIES: Dict[str, Type[InLineBackboneBase]] = {
@@ -126,7 +127,7 @@ class InLineClassifier(nn.Module):
     def _init_head(self) -> None:
         for m in (self.norm, self.head):
             if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
+                trunc_normal_(m.weight, std=0.02)
                 nn.init.zeros_(m.bias)
             elif isinstance(m, nn.LayerNorm):
                 nn.init.ones_(m.weight)
@@ -237,7 +238,7 @@ class InLineClassifier(nn.Module):
         """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
         returns the stage indices kept for ``forward_intermediates``."""
         backbone = self.backbone
-        chosen, last = take_indices(len(backbone.stages), indices)
+        chosen, last = take_indices(len(backbone.stages), indices if isinstance(indices, int) else list(indices))
         removed = last + 1 < len(backbone.stages)
         if removed:
             backbone.stages = backbone.stages[:last + 1]
@@ -245,7 +246,7 @@ class InLineClassifier(nn.Module):
             backbone.strides = backbone.strides[:last + 1]
             backbone.out_indices = list(range(last + 1))
             if getattr(backbone.stages[last], 'downsample', None) is not None:  # Swin: merging into a removed stage
-                backbone.stages[last].downsample = None
+                backbone.stages[last].downsample = None  # type: ignore[assignment]
             self.feature_info = self.feature_info[:last + 1]
         if prune_norm or removed:  # the final norm belongs to the last stage
             self.norm = nn.Identity()

@@ -87,8 +87,8 @@ class CSwinStripeAttention(nn.Module):
         outs: List[torch.Tensor] = []
         for i, get_v in enumerate(self.get_v):  # a loop over the module list: TorchScript indexes none
             lo, hi = i * cb, (i + 1) * cb
-            outs.append(self.branch(q[..., lo:hi], k[..., lo:hi], v[..., lo:hi], stripes[i], get_v.weight,
-                                    get_v.bias, valid))
+            outs.append(self.branch(q[..., lo:hi], k[..., lo:hi], v[..., lo:hi], stripes[i],
+                                    get_v.weight, get_v.bias, valid))  # type: ignore[arg-type]
         out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
         return self.proj_drop(self.proj(out.reshape(b, n, c)))
 

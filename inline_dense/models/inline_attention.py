@@ -37,9 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-
-# merge_heads is imported from here by the window and CSwin attention modules
-from .tensor_utils import cast, check_heads, merge_heads, traced  # noqa: F401  (merge_heads: re-exported)
+from .tensor_utils import cast, check_heads, merge_heads, traced
 
 KERNELS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'identity': lambda t: t,
@@ -103,7 +101,9 @@ class InLineAttention(nn.Module):
         qkv_bias: bias of the fused q | k | v projection.
         kernel: phi applied to q and k: 'identity' (all released models), 'relu',
             'leakyrelu' or 'exp'.
-        attn_drop: dropout on the attention output before the residual (as in training code).
+        attn_drop: the attention's dropout probability, a float as in the softmax attentions (which drop
+            attention weights); InLine forms no weight matrix, so it drops the attention output before
+            the local residual, as the authors' training code does.
         proj_drop: dropout after the output projection.
         impl: how the function is evaluated, one of ``IMPLS`` (all compute the same function;
             'auto' is the fastest; the others are for checks and benchmarks).
@@ -137,7 +137,7 @@ class InLineAttention(nn.Module):
             nn.GELU(),
             nn.Conv1d(embed_dims, embed_dims * 9, 1, groups=num_heads),
         )
-        self.attn_drop = nn.Dropout(attn_drop)
+        self.attn_drop = attn_drop
         self.get_v = nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims) if lepe else None
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
@@ -173,7 +173,7 @@ class InLineAttention(nn.Module):
         between attention and residual."""
         if self.impl == 'reference' or self.kernel != 'identity':
             return False
-        return not (self.training and self.attn_drop.p > 0)
+        return not (self.training and self.attn_drop > 0)
 
     def forward_reference(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
                           residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -185,7 +185,7 @@ class InLineAttention(nn.Module):
         out = self.global_attention(q, k, v, valid_mask)
         source = x if residual_input is None else residual_input
         taps = self.residual(masked_token_mean(source, valid_mask).unsqueeze(-1))  # (B, 9C, 1)
-        out = self.attn_drop(out) + self.local_residual(v, taps, hw_shape)
+        out = F.dropout(out, self.attn_drop, self.training) + self.local_residual(v, taps, hw_shape)
         if self.get_v is not None:
             b, n, c = v.shape
             vmap = v.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
@@ -239,14 +239,13 @@ class InLineAttention(nn.Module):
             out = torch.baddbmm(cast(bias.unsqueeze(1), v.dtype), cast(x, v.dtype), cast(fold, v.dtype))
             grid = v.reshape(b, hw_shape[0], hw_shape[1], c)
             out = out + depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
-            return self.attn_drop(out)
+            return out  # folded: no dropout is active (``folds``)
         outs = []
         for i in range(b):
             y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape)  # (N, C)
             y.addmm_(x[i].to(y.dtype), fold[i].to(y.dtype))
             outs.append(y)
-        out = outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
-        return self.attn_drop(out)
+        return outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
 
     def folded_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: Optional[torch.Tensor], wq: torch.Tensor,
                           wv: torch.Tensor, bq: Optional[torch.Tensor],

@@ -58,9 +58,9 @@ class PVTStage(nn.Module):
 
         ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
         place each padded image's embedding on its own grid, see ``position``."""
-        x = self.patch_embed.proj(pad_to_multiple(x, self.patch))
+        x = self.patch_embed.proj(pad_to_multiple(x, self.patch))  # type: ignore[operator]
         hw = (x.shape[2], x.shape[3])
-        x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))
+        x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))  # type: ignore[operator]
         return self.pos_drop(x + stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
 
 
@@ -159,7 +159,7 @@ class InLinePVT(InLineBackboneBase):
     def init_from_scratch(self) -> None:
         super().init_from_scratch()
         for stage in self.stages:
-            trunc_normal_(stage.pos_embed, std=0.02)
+            trunc_normal_(stage.pos_embed, std=0.02)  # type: ignore[arg-type]
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         return x, (x.shape[2], x.shape[3])  # each stage embeds its own input

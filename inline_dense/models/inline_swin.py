@@ -136,9 +136,9 @@ class InLineSwin(InLineBackboneBase):
         return [self.patch_embed, self.drop_after_pos]
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
-        x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))
+        x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))  # type: ignore[operator]
         hw = (x.shape[2], x.shape[3])
-        return self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2))), hw
+        return self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2))), hw  # type: ignore[operator]
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

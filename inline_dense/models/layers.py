@@ -1,5 +1,5 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Optional, Union
+from typing import Optional, Protocol, Union
 
 import torch
 import torch.nn.functional as F
@@ -55,12 +55,26 @@ class DropPath(nn.Module):
         return f'drop_prob={self.drop_prob}'
 
 
+class TokenAttention(Protocol):
+    """The call every attention of the backbones answers, and all :class:`TransformerBlock` makes:
+    InLine, Swin's shifted windows, PVT's spatial reduction and CSwin's stripes
+    (``tracing.ATTENTIONS`` lists them; mypy checks each against this).
+
+    ``x`` (B, N, C) tokens of a ``hw_shape`` = (h, w) grid, N = h * w; ``valid_mask`` (B, N) bool,
+    False at padding (None: no padding); ``residual_input`` (B, N, C), the block's input before its
+    norm, which InLine's residual MLP may read (the softmax attentions ignore it). Returns (B, N, C).
+    """
+
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
+                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor: ...
+
+
 class TransformerBlock(nn.Module):
     """Pre-norm block ``x + attn(norm1(x)); x + mlp(norm2(x))`` around any attention.
 
     Args:
         embed_dims: channels C.
-        attn: module called as ``attn(x, hw_shape, valid_mask)`` on (B, N, C).
+        attn: a module answering :class:`TokenAttention` (``attn(x, hw_shape, valid_mask)`` on (B, N, C)).
         mlp_ratio: hidden width of the MLP over C.
         norm_eps: LayerNorm epsilon (Swin and CSwin 1e-5, PVT 1e-6).
         drop_path: stochastic depth rate of both branches.

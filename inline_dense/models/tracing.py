@@ -20,10 +20,12 @@ from .cswin_attention import CSwinStripeAttention
 from .inline_attention import InLineAttention
 from .inline_pvt import stage_position
 from .inline_swin import pad_grid_to_even
-from .layers import pad_to_multiple
+from .layers import TokenAttention, pad_to_multiple
 from .sr_attention import SRAttention
 from .window_attention import ShiftWindowMSA
 
+# the attentions: each answers layers.TokenAttention (mypy checks this assignment)
+ATTENTIONS: Tuple[Type[TokenAttention], ...] = (InLineAttention, ShiftWindowMSA, SRAttention, CSwinStripeAttention)
 FX_LEAF_MODULES: Tuple[Type[nn.Module], ...] = (InLineAttention, ShiftWindowMSA, SRAttention, CSwinStripeAttention)
 FX_AUTOWRAP_FUNCTIONS: Tuple[Callable, ...] = (check_image_input, pad_to_min_size, valid_token_mask, zero_padding,
                                                stage_position, pad_grid_to_even, pad_to_multiple)

@@ -27,8 +27,9 @@ def trunc_normal_(tensor: torch.Tensor, mean: float = 0.0, std: float = 1.0, a: 
 
 
 def zero_bias(module: nn.Module) -> None:
-    if getattr(module, 'bias', None) is not None:
-        nn.init.constant_(module.bias, 0.0)
+    bias = getattr(module, 'bias', None)
+    if isinstance(bias, torch.Tensor):
+        nn.init.constant_(bias, 0.0)
 
 
 @torch.no_grad()

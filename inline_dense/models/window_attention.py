@@ -6,7 +6,7 @@ cyclic shift on odd blocks, zero padding to whole windows (padded keys are
 masked out), and crop back. A grid that fits inside one window is attended as
 a single window of its own size, without shift, as the authors' Swin does.
 """
-from typing import Final, List, Optional
+from typing import Any, Final, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,7 @@ from torch import nn
 from ..typing import HW
 from .layers import padding_to_multiple, window_partition, window_reverse
 from .tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
+from .weight_init import trunc_normal_
 
 
 def relative_position_index(win_h: int, win_w: int, table_size: int) -> torch.Tensor:
@@ -34,6 +35,8 @@ class WindowMSA(nn.Module):
     n = Wh*Ww), optional additive mask (nW, n, n) or (B*nW, n, n). Output (B*nW, n, C).
     """
 
+    relative_position_index: torch.Tensor  # a buffer (not saved)
+
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
                  qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0) -> None:
         super().__init__()
@@ -42,7 +45,7 @@ class WindowMSA(nn.Module):
         self.window_size = window_size
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
-        nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
+        trunc_normal_(self.relative_position_bias_table, std=0.02)
         # the full window's index, made once (a traced graph reads it instead of rebuilding it);
         # not saved: the authors' checkpoints hold theirs, which the conversion drops
         self.register_buffer('relative_position_index',
@@ -60,7 +63,7 @@ class WindowMSA(nn.Module):
         with torch.no_grad():
             self.relative_position_index.copy_(index.to(self.relative_position_index.device))
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         # a load restores every saved tensor; the unsaved index is made again, so that a model built
         # on the meta device, then to_empty() and load_state_dict(), equals one built normally
         super()._load_from_state_dict(*args, **kwargs)
@@ -167,15 +170,15 @@ class ShiftWindowMSA(nn.Module):
 
         windows = window_partition(grid, win)  # (B*nW, n, C)
         nw = (hp // win) * (wp // win)  # windows per image
-        mask: Optional[torch.Tensor] = None
+        window_mask: Optional[torch.Tensor] = None
         if shift > 0:
-            mask = shift_region_mask((hp, wp), win, shift, x.device)  # (nW, n, n)
+            window_mask = shift_region_mask((hp, wp), win, shift, x.device)  # (nW, n, n)
         if key_valid is not None:
             kv = window_partition(key_valid.unsqueeze(-1).to(x.dtype), win).view(b, nw, 1, win * win)
             pad_mask = (1 - kv) * self.neg_inf  # (B, nW, 1, n)
-            mask = pad_mask if mask is None else mask.unsqueeze(0) + pad_mask
-            mask = mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
-        out = self.w_msa(windows, (win, win), mask)
+            window_mask = pad_mask if window_mask is None else window_mask.unsqueeze(0) + pad_mask
+            window_mask = window_mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
+        out = self.w_msa(windows, (win, win), window_mask)
         grid = window_reverse(out, win, (hp, wp), b)
         if shift > 0:
             grid = torch.roll(grid, (shift, shift), dims=(1, 2))
