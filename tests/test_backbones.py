@@ -10,6 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 from inline_dense.models.backbone_base import InLineBackboneBase
+from inline_dense.models.backbone_settings import resolve_settings
 
 INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
 
@@ -223,40 +224,57 @@ def test_registered_in_mmdet_and_mmseg():
 
 
 class OneStage(InLineBackboneBase):
-    """The least a subclass writes: a preset and ``build``."""
+    """The least a family writes: a preset, its settings resolved, its stem and stages handed to the base."""
 
     arch_zoo = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
 
-    def __init__(self, strides=(4,), frozen_stages=-1):
-        super().__init__('one', {}, in_channels=3, kernel='identity', attn_impl='auto', out_indices=(0,),
-                         out_norm=True, frozen_stages=frozen_stages, drop_path_rate=0.0,
-                         build_options=dict(strides=strides))
-
-    def build(self, strides):
-        stage = torch.nn.Module()
-        stage.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
-        self.stages = torch.nn.ModuleList([stage])
-        return strides
+    def __init__(self, strides=(4,), frozen_stages=-1, num_stages=1):
+        settings = resolve_settings('OneStage', self.arch_zoo, 'one', {}, in_channels=3, kernel='identity',
+                                    attn_impl='auto', out_indices=(0,), out_norm=True, frozen_stages=frozen_stages,
+                                    drop_path_rate=0.0)
+        stages = []
+        for _ in range(num_stages):
+            stage = torch.nn.Module()
+            stage.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
+            stages.append(stage)
+        super().__init__(settings, dict(stem=torch.nn.Conv2d(3, 8, 4, 4)), stages, strides)
 
 
 def test_base_class_sets_strides_and_freezes():
     model = OneStage(frozen_stages=1)
     assert model.strides == (4,) and model.min_input_size == 4
-    assert not any(p.requires_grad for p in model.stages[0].parameters())  # build() never called _freeze
+    assert model.stem_modules() == [model.stem]
+    assert not any(p.requires_grad for p in model.stem.parameters())
+    assert not any(p.requires_grad for p in model.stages[0].parameters())  # the family never called _freeze
     assert not any(p.requires_grad for p in model.out_norms['0'].parameters())
+    assert [name for name, _ in model.named_children()] == ['out_norms', 'stem', 'stages', 'taps']
 
 
-def test_base_class_refuses_a_build_without_one_stride_per_stage():
-    with pytest.raises(TypeError, match=r'OneStage.build must .* return 1 strides'):
+def test_base_class_refuses_other_than_one_stride_and_one_stage_per_stage():
+    with pytest.raises(TypeError, match=r'OneStage must hand InLineBackboneBase 1 stages and 1 strides .* '
+                                        r'it gave 1 stages and the strides \(\)'):
         OneStage(strides=())
+    with pytest.raises(TypeError, match=r'it gave 2 stages'):
+        OneStage(num_stages=2)
 
 
-def test_base_class_refuses_a_subclass_without_build():
-    class NoBuild(OneStage):
-        build = InLineBackboneBase.build
+def test_make_blocks_gives_the_blocks_a_family_builds():
+    """Construction goes family -> resolve_settings -> make_blocks -> InLineBackboneBase.__init__: the
+    blocks make_blocks gives for a family's settings are that family's, kind and drop-path rate."""
+    from inline_dense.models.layers import make_blocks
+    from inline_dense.models.sr_attention import SRAttention
 
-    with pytest.raises(NotImplementedError, match='NoBuild must define build'):
-        NoBuild()
+    torch.manual_seed(0)
+    model = InLinePVT('tiny', depths=(1, 2, 1, 1), attn_type='ISII')
+    settings = resolve_settings('InLinePVT', InLinePVT.arch_zoo, 'tiny', dict(depths=(1, 2, 1, 1), attn_type='ISII'),
+                                in_channels=3, kernel='identity', attn_impl='auto', out_indices=(0, 1, 2, 3),
+                                out_norm=True, frozen_stages=-1, drop_path_rate=0.1)
+    blocks = make_blocks(settings, 1, lambda j: SRAttention(128, 4, 4, True, 0.0, 0.0), mlp_ratio=8, norm_eps=1e-6,
+                         with_cp=False, qkv_bias=True, attn_drop=0.0, proj_drop=0.0)
+    assert [type(b.attn).__name__ for b in blocks] == [type(b.attn).__name__ for b in model.stages[1].blocks]
+    assert [type(b.attn).__name__ for b in blocks] == ['SRAttention', 'SRAttention']
+    assert [b.drop_path.drop_prob for b in blocks] == [b.drop_path.drop_prob for b in model.stages[1].blocks]
+    assert model.attn_kinds == settings.attn_kinds and model.embed_dims == settings.embed_dims
 
 
 def test_init_cfg_initialisers_run_and_init_cfg_stays(tiny_backbone):

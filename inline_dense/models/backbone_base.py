@@ -1,52 +1,42 @@
-"""What every InLine backbone shares: arch settings and their checks, drop-path rates,
-input checks, the stage loop with the padding mask, output norms, frozen stages and the
-from-scratch initialisation. Plain torch: nothing of OpenMMLab or timm is imported here
-(``init_cfg`` and ``init_weights()`` live in the adapter, :mod:`inline_dense.openmmlab`).
+"""What every InLine backbone shares: the stage loop with the padding mask, input checks, output
+norms, frozen stages and the from-scratch initialisation. Plain torch: nothing of OpenMMLab or timm
+is imported here (``init_cfg`` and ``init_weights()`` live in the adapter, :mod:`inline_dense.openmmlab`).
 
-A backbone family subclasses :class:`InLineBackboneBase` and writes only its own parts:
-``arch_zoo``, ``build`` (the stem and stage modules; returns the strides), ``embed_input``
-(the stem before stage 0; each stage module has ``enter`` and ``leave``) and ``convert_pretrained`` (the authors'
-checkpoint layout -> its keys). The base class's ``__init__`` checks the settings, calls
-``build``, freezes ``frozen_stages`` and initialises the weights: a subclass cannot skip a step.
+A family subclasses :class:`InLineBackboneBase` and writes only its own parts: ``arch_zoo``, an
+``__init__`` that goes one way (``backbone_settings.resolve_settings`` checks its arguments; it
+makes its stem and stages, their blocks by ``layers.make_blocks``; then this class's ``__init__``
+takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
+``enter`` and ``leave``) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
 """
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
-from .arch import check_backbone_options, check_out_indices, check_stage_lists, parse_attn_type, resolve_arch
-from .inline_attention import IMPLS, KERNELS, InLineAttention
-from .layers import TransformerBlock
-from .tensor_utils import check_heads
+from .backbone_settings import BackboneSettings
 from .weight_init import init_transformer_weights
 
 
 class InLineBackboneBase(nn.Module):
-    """Base class of the InLine backbones.
+    """Base class of the InLine backbones: takes what a family built and finishes it.
 
     Args:
-        arch: a preset name of ``arch_zoo`` or a dict with all of a preset's keys.
-        arch_overrides: per-key overrides of the arch (None values are ignored).
-        in_channels: input image channels.
-        kernel: phi of InLine attention (``KERNELS``).
-        attn_impl: how InLine attention is evaluated (``IMPLS``; 'auto' is the fast one).
-        out_indices: stages whose outputs are returned.
-        out_norm: LayerNorm on every returned stage output.
-        frozen_stages: -1 none; 0 the stem (``stem_modules``); k also the first k stages.
-        drop_path_rate: stochastic depth, rising linearly over all blocks from 0.
-        stage_lists: more per-stage settings to check for one entry per stage.
-        allow_mixed: whether ``attn_type`` may hold an ``M`` stage.
-        build_options: the keyword arguments of the subclass's ``build``.
+        settings: the family's resolved shared settings (:func:`backbone_settings.resolve_settings`).
+        stem: the modules before stage 0 by attribute name, in construction order (Swin's
+            ``patch_embed`` and ``drop_after_pos``, CSwin's ``stem``; none for PVT, whose stages
+            embed). ``frozen_stages=0`` freezes them.
+        stages: one module per stage, each with ``enter``, ``blocks`` and ``leave``.
+        strides: each stage's stride in input pixels.
 
-    Construction, in this order: the shared settings are checked and set (``embed_dims`` per
-    stage, ``depths``, ``num_heads``, ``attn_kinds`` per stage and block 'I' or 'S',
-    ``block_drop_path`` per stage and block, ``out_norms``); ``build(**build_options)`` makes the
-    stem and ``stages`` (an ``nn.ModuleList`` of modules with ``blocks``) and returns the stride of
-    every stage, which become ``strides``; then the frozen stages are frozen and the weights
-    initialised (``init_from_scratch``; load pretrained weights afterwards with
-    :func:`inline_dense.checkpoint.load_pretrained`).
+    Sets the settings as attributes (``arch``, ``embed_dims``, ``depths``, ``num_heads``,
+    ``attn_kinds``, ``block_drop_path``, ``in_channels``, ``kernel``, ``attn_impl``,
+    ``out_indices``, ``out_norm``, ``frozen_stages``), makes ``out_norms``, registers the stem, the
+    stages and ``taps``, freezes ``frozen_stages`` and initialises the weights
+    (``init_from_scratch``; load pretrained weights afterwards with
+    :func:`inline_dense.checkpoint.load_pretrained`). Registration order is ``out_norms``, stem,
+    stages, taps: ``modules()`` order, which the seeded initialisation walks.
     """
 
     arch_zoo: Dict[str, dict] = {}
@@ -55,78 +45,36 @@ class InLineBackboneBase(nn.Module):
     # construction would consume random numbers the neck and head draw today.
     init_at_construction: bool = True
 
-    def __init__(self, arch: Union[str, dict], arch_overrides: Mapping[str, Any], *, in_channels: int,
-                 kernel: str, attn_impl: str, out_indices: Sequence[int], out_norm: bool, frozen_stages: int,
-                 drop_path_rate: float, stage_lists: Optional[Mapping[str, Sequence]] = None,
-                 allow_mixed: bool = False, build_options: Optional[Mapping[str, Any]] = None) -> None:
-        name = type(self).__name__
+    def __init__(self, settings: BackboneSettings, stem: Mapping[str, nn.Module], stages: Sequence[nn.Module],
+                 strides: Sequence[int]) -> None:
         super().__init__()
-        check_backbone_options(dict(in_channels=in_channels, out_norm=out_norm, frozen_stages=frozen_stages,
-                                    drop_path_rate=drop_path_rate, **(build_options or {})), name)
-        cfg = resolve_arch(arch, self.arch_zoo, name, arch_overrides)
-        check_backbone_options(cfg, name)
-        depths, num_heads = tuple(cfg['depths']), tuple(cfg['num_heads'])
-        n = len(depths)
-        embed = cfg['embed_dims']
-        dims = tuple(embed * 2 ** i for i in range(n)) if isinstance(embed, int) else tuple(embed)
-        lists = {k: tuple(v) for k, v in cfg.items() if isinstance(v, (list, tuple))}
-        check_stage_lists(dict(lists, embed_dims=dims, num_heads=num_heads, **(stage_lists or {})), n, name)
-        if kernel not in KERNELS:
-            raise ValueError(f'{name}: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.')
-        if attn_impl not in IMPLS:
-            raise ValueError(f'{name}: unknown attn_impl {attn_impl!r}; use one of {list(IMPLS)}.')
-        for i, (d, h) in enumerate(zip(dims, num_heads)):
-            check_heads(d, h, f'{name} stage {i}')
-        if not -1 <= frozen_stages <= n:
-            raise ValueError(f'{name}: frozen_stages={frozen_stages} must be in [-1, {n}].')
-        self.arch = {k: lists.get(k, v) for k, v in cfg.items()}
-        self.embed_dims, self.depths, self.num_heads = dims, depths, num_heads
-        self.attn_kinds = parse_attn_type(cfg.get('attn_type', 'I' * n), depths, name, allow_mixed)
-        self.in_channels = in_channels
-        self.kernel = kernel
-        self.attn_impl = attn_impl
-        self.out_indices: List[int] = list(check_out_indices(out_indices, n, name))
-        self.frozen_stages = frozen_stages
-        self.out_norm = out_norm
-        self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(dims[i]) for i in self.out_indices} if out_norm else {})
-        rates = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # floats, on any default device
-        self.block_drop_path = [rates[sum(depths[:i]):sum(depths[:i + 1])] for i in range(n)]
-        self.stages: nn.ModuleList  # made by build(): stage modules with enter, blocks and leave
-        strides = tuple(self.build(**(build_options or {})))
-        stages = getattr(self, 'stages', None)
-        if not isinstance(stages, nn.ModuleList) or len(stages) != n or len(strides) != n:
-            raise TypeError(f'{name}.build must set self.stages to an nn.ModuleList of {n} stages and return '
-                            f'{n} strides (one per stage); it returned {strides!r}.')
-        self.strides: Tuple[int, ...] = strides
+        n = settings.num_stages
+        if len(stages) != n or len(strides) != n:
+            raise TypeError(f'{settings.name} must hand InLineBackboneBase {n} stages and {n} strides (one per '
+                            f'stage); it gave {len(stages)} stages and the strides {tuple(strides)!r}.')
+        self.arch = settings.arch
+        self.embed_dims, self.depths, self.num_heads = settings.embed_dims, settings.depths, settings.num_heads
+        self.attn_kinds = settings.attn_kinds
+        self.block_drop_path = settings.block_drop_path
+        self.in_channels = settings.in_channels
+        self.kernel = settings.kernel
+        self.attn_impl = settings.attn_impl
+        self.out_indices: List[int] = list(settings.out_indices)
+        self.frozen_stages = settings.frozen_stages
+        self.out_norm = settings.out_norm
+        self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(self.embed_dims[i]) for i in self.out_indices}
+                                       if settings.out_norm else {})
+        for attr, module in stem.items():
+            setattr(self, attr, module)
+        self.stem_names: Tuple[str, ...] = tuple(stem)
+        self.stages = nn.ModuleList(stages)
+        self.strides: Tuple[int, ...] = tuple(strides)
         # one Identity per stage, called on its output map: where forward hooks (timm's
         # feature_cls='hook', FeatureHookNet) read the stage outputs; no parameters, no keys
         self.taps = nn.ModuleList(nn.Identity() for _ in range(n))
         self._freeze()
         if self.init_at_construction:
             self.init_from_scratch()
-
-    def build(self, *args: Any, **options: Any) -> Sequence[int]:
-        """Makes the stem and ``self.stages`` from ``options`` (the subclass's ``build_options``);
-        returns each stage's stride in input pixels."""
-        raise NotImplementedError(f'{type(self).__name__} must define build()')
-
-    def build_blocks(self, stage: int, softmax: Callable[[int], nn.Module], *, mlp_ratio: float, norm_eps: float,
-                     with_cp: bool, qkv_bias: bool, attn_drop: float, proj_drop: float,
-                     lepe: bool = False, residual_from_input: bool = False) -> List[TransformerBlock]:
-        """The blocks of ``stage`` by ``attn_kinds``: the one InLine attention for 'I' blocks (with
-        LePE and a residual filter predicted from the block input, if asked), ``softmax(j)`` for
-        the 'S' block j."""
-        dims, blocks = self.embed_dims[stage], []
-        for j, kind in enumerate(self.attn_kinds[stage]):
-            attn: nn.Module
-            if kind == 'I':
-                attn = InLineAttention(dims, self.num_heads[stage], qkv_bias, self.kernel, attn_drop, proj_drop,
-                                       impl=self.attn_impl, lepe=lepe)
-            else:
-                attn = softmax(j)
-            blocks.append(TransformerBlock(dims, attn, mlp_ratio, norm_eps, self.block_drop_path[stage][j], with_cp,
-                                           residual_from_input=residual_from_input and kind == 'I'))
-        return blocks
 
     # ------------------------------------------------------------------ forward
     @property
@@ -205,8 +153,8 @@ class InLineBackboneBase(nn.Module):
 
     # ------------------------------------------------------------------ freezing
     def stem_modules(self) -> List[nn.Module]:
-        """What ``frozen_stages=0`` freezes (the stem before stage 0), if anything."""
-        return []
+        """What ``frozen_stages=0`` freezes: the stem before stage 0, if any."""
+        return [getattr(self, attr) for attr in self.stem_names]
 
     def _frozen_modules(self) -> List[nn.Module]:
         if self.frozen_stages < 0:

@@ -10,7 +10,7 @@ The authors' heads: InLine-Swin and InLine-CSwin normalise the last stage (``nor
 its tokens; InLine-PVT averages the last stage's tokens without a norm. Then ``head`` (Linear).
 """
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import torch
 from torch import nn
@@ -103,7 +103,8 @@ class InLineClassifier(nn.Module):
                 raise TypeError(f'InLineClassifier: {key} is fixed (all stages, no per-stage output norm, '
                                 f'initialised at construction); build the backbone class itself for other choices.')
         self.family = family
-        self.backbone = FAMILIES[family](arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
+        backbone: Callable[..., InLineBackboneBase] = FAMILIES[family]  # each family has its own arguments
+        self.backbone = backbone(arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
         dims, strides = self.backbone.embed_dims, self.backbone.strides
         self.num_features = self.head_hidden_size = dims[-1]
         self.num_classes = num_classes

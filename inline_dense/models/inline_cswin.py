@@ -1,14 +1,15 @@
 """InLine-CSwin: CSwin Transformer whose InLine blocks attend over the whole feature map."""
 import re
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
 from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
+from .backbone_settings import resolve_settings
 from .cswin_attention import CSwinStripeAttention
-from .layers import TransformerBlock, pad_to_multiple
+from .layers import TransformerBlock, make_blocks, pad_to_multiple
 
 
 class ConvDownsample(nn.Module):
@@ -67,7 +68,8 @@ class InLineCSwin(InLineBackboneBase):
         with_cp: activation checkpointing in every block.
 
     Weights are initialised at construction; the authors' ImageNet weights load with
-    ``inline_dense.checkpoint.load_pretrained(model, 'inline://inline_cswin_t')``.
+    ``inline_dense.checkpoint.load_pretrained(model, 'inline://<variant>')``, a CSwin variant of
+    ``inline_dense.variants``.
     """
 
     arch_zoo = {
@@ -79,6 +81,9 @@ class InLineCSwin(InLineBackboneBase):
                      attn_type='IISS'),
     }
 
+    if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
+        stem: ConvDownsample
+
     def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
                  split_size: Union[int, Sequence[int], None] = None, attn_type: Optional[str] = None,
@@ -86,38 +91,33 @@ class InLineCSwin(InLineBackboneBase):
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True,
                  frozen_stages: int = -1, with_cp: bool = False) -> None:
-        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
-                                    split_size=split_size, attn_type=attn_type),
-                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
-                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         build_options=dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate,
-                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
-
-    def build(self, *, mlp_ratio: float, qkv_bias: bool, drop_rate: float, attn_drop_rate: float,
-              with_cp: bool) -> Tuple[int, ...]:
-        """Convolutional stem, then per stage a convolutional merge (but the first) and blocks."""
-        dims, n = self.embed_dims, len(self.depths)
-        splits = self.arch['split_size']
+        name = type(self).__name__
+        settings = resolve_settings(
+            name, self.arch_zoo, arch,
+            dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, split_size=split_size, attn_type=attn_type),
+            in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices, out_norm=out_norm,
+            frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
+            options=dict(mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                         with_cp=with_cp))
+        dims, heads, n = settings.embed_dims, settings.num_heads, settings.num_stages
+        splits = settings.arch['split_size']
         if isinstance(splits, int):  # one stripe width for every stage
-            splits = self.arch['split_size'] = (splits,) * n
-        self.stem = ConvDownsample(self.in_channels, dims[0], 7, 4, 2)
-        self.stages = nn.ModuleList()
+            splits = settings.arch['split_size'] = (splits,) * n
+        stem = ConvDownsample(in_channels, dims[0], 7, 4, 2)
+        stages = []
         for i in range(n):
             merge = ConvDownsample(dims[i - 1], dims[i], 3, 2, 1) if i > 0 else None
             def stripe_attention(j: int, i: int = i) -> nn.Module:
                 try:
-                    return CSwinStripeAttention(dims[i], self.num_heads[i], splits[i], 1 if i == n - 1 else 2,
-                                                qkv_bias, attn_drop_rate, drop_rate)
+                    return CSwinStripeAttention(dims[i], heads[i], splits[i], 1 if i == n - 1 else 2, qkv_bias,
+                                                attn_drop_rate, drop_rate)
                 except ValueError as exc:
-                    raise ValueError(f'{type(self).__name__} stage {i}: {exc}') from None
-            blocks = self.build_blocks(i, stripe_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
-                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate,
-                                       lepe=True, residual_from_input=True)
-            self.stages.append(CSwinStage(merge, blocks))
-        return tuple(4 * 2 ** i for i in range(n))
-
-    def stem_modules(self) -> List[nn.Module]:
-        return [self.stem]
+                    raise ValueError(f'{name} stage {i}: {exc}') from None
+            blocks = make_blocks(settings, i, stripe_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
+                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate, lepe=True,
+                                 residual_from_input=True)
+            stages.append(CSwinStage(merge, blocks))
+        super().__init__(settings, dict(stem=stem), stages, strides=[4 * 2 ** i for i in range(n)])
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         return self.stem(pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)

@@ -10,7 +10,8 @@ from torch import nn
 from ..typing import HW, StateDict
 from .arch import check_multiple_of, to_2tuple_size
 from .backbone_base import InLineBackboneBase, valid_grid_sizes
-from .layers import TransformerBlock, pad_to_multiple
+from .backbone_settings import resolve_settings
+from .layers import TransformerBlock, make_blocks, pad_to_multiple
 from .sr_attention import SRAttention
 from .weight_init import trunc_normal_
 
@@ -125,36 +126,30 @@ class InLinePVT(InLineBackboneBase):
                  pretrain_img_size: Union[int, Sequence[int]] = 224, drop_rate: float = 0.0,
                  attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
                  out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False) -> None:
-        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads,
-                                    mlp_ratios=mlp_ratios, attn_type=attn_type),
-                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
-                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes),
-                         build_options=dict(sr_ratios=sr_ratios, qkv_bias=qkv_bias, patch_sizes=patch_sizes,
-                                            pretrain_img_size=pretrain_img_size, drop_rate=drop_rate,
-                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
-
-    def build(self, *, sr_ratios: Sequence[int], qkv_bias: bool, patch_sizes: Sequence[int],
-              pretrain_img_size: Union[int, Sequence[int]], drop_rate: float, attn_drop_rate: float,
-              with_cp: bool) -> Tuple[int, ...]:
-        """Per stage: patch embedding, position embedding on the pretraining grid, blocks."""
-        dims, mlp_ratios = self.embed_dims, self.arch['mlp_ratios']
-        pretrain_hw = to_2tuple_size(pretrain_img_size, 'pretrain_img_size', type(self).__name__)
-        strides = tuple(math.prod(patch_sizes[:i + 1]) for i in range(len(self.depths)))
-        check_multiple_of(pretrain_hw, strides[-1], 'pretrain_img_size', type(self).__name__,
+        name = type(self).__name__
+        settings = resolve_settings(
+            name, self.arch_zoo, arch,
+            dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, mlp_ratios=mlp_ratios, attn_type=attn_type),
+            in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices, out_norm=out_norm,
+            frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
+            stage_lists=dict(sr_ratios=sr_ratios, patch_sizes=patch_sizes),
+            options=dict(sr_ratios=sr_ratios, qkv_bias=qkv_bias, patch_sizes=patch_sizes, drop_rate=drop_rate,
+                         attn_drop_rate=attn_drop_rate, with_cp=with_cp))
+        dims, heads, mlp_ratios = settings.embed_dims, settings.num_heads, settings.arch['mlp_ratios']
+        pretrain_hw = to_2tuple_size(pretrain_img_size, 'pretrain_img_size', name)
+        strides = [math.prod(patch_sizes[:i + 1]) for i in range(settings.num_stages)]
+        check_multiple_of(pretrain_hw, strides[-1], 'pretrain_img_size', name,
                           f'the product of patch_sizes {tuple(patch_sizes)}: each stage\'s position grid is whole')
-
-        in_dims = self.in_channels
-        self.stages = nn.ModuleList()
-        for i in range(len(self.depths)):
+        in_dims, stages = in_channels, []
+        for i in range(settings.num_stages):
             def sr_attention(j: int, i: int = i) -> nn.Module:
-                return SRAttention(dims[i], self.num_heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
-            blocks = self.build_blocks(i, sr_attention, mlp_ratio=mlp_ratios[i], norm_eps=1e-6, with_cp=with_cp,
-                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+                return SRAttention(dims[i], heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
+            blocks = make_blocks(settings, i, sr_attention, mlp_ratio=mlp_ratios[i], norm_eps=1e-6, with_cp=with_cp,
+                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
             pos_hw = (pretrain_hw[0] // strides[i], pretrain_hw[1] // strides[i])
-            self.stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
+            stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
             in_dims = dims[i]
-        return strides
+        super().__init__(settings, {}, stages, strides)  # no stem: each stage embeds its input
 
     def init_from_scratch(self) -> None:
         super().init_from_scratch()

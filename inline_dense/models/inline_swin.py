@@ -1,6 +1,6 @@
 """InLine-Swin: Swin Transformer whose InLine blocks attend globally."""
 import re
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -8,9 +8,24 @@ from torch import nn
 
 from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
-from .layers import TransformerBlock, pad_to_multiple, padding_to_multiple
+from .backbone_settings import resolve_settings
+from .layers import TransformerBlock, make_blocks, pad_to_multiple, padding_to_multiple
 from .tensor_utils import traced
 from .window_attention import ShiftWindowMSA
+
+
+class PatchEmbed(nn.Module):
+    """Non-overlapping ``patch`` x ``patch`` conv, then LayerNorm: the image (B, C_in, H, W), H and W
+    multiples of ``patch`` -> tokens (B, H/patch * W/patch, C) and their grid (H/patch, W/patch)."""
+
+    def __init__(self, in_channels: int, dims: int, patch: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, dims, patch, stride=patch)
+        self.norm = nn.LayerNorm(dims)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
+        x = self.proj(x)
+        return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
 
 class PatchMerging(nn.Module):
@@ -86,7 +101,8 @@ class InLineSwin(InLineBackboneBase):
         with_cp: activation checkpointing in every block.
 
     Weights are initialised at construction; the authors' ImageNet weights load with
-    ``inline_dense.checkpoint.load_pretrained(model, 'inline://inline_swin_t')`` (a path or URL works too).
+    ``inline_dense.checkpoint.load_pretrained(model, 'inline://<variant>')``, a Swin variant of
+    ``inline_dense.variants`` (a path or URL works too).
     """
 
     arch_zoo = {
@@ -95,6 +111,10 @@ class InLineSwin(InLineBackboneBase):
         'base': dict(embed_dims=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), attn_type='IIMS2'),
     }
 
+    if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
+        patch_embed: PatchEmbed
+        drop_after_pos: nn.Dropout
+
     def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
                  attn_type: Optional[str] = None, window_size: int = 7, mlp_ratio: float = 4.0,
@@ -102,43 +122,30 @@ class InLineSwin(InLineBackboneBase):
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
                  out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False) -> None:
-        super().__init__(arch, dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, attn_type=attn_type),
-                         in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices,
-                         out_norm=out_norm, frozen_stages=frozen_stages, drop_path_rate=drop_path_rate,
-                         allow_mixed=True,
-                         build_options=dict(window_size=window_size, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
-                                            patch_size=patch_size, drop_rate=drop_rate,
-                                            attn_drop_rate=attn_drop_rate, with_cp=with_cp))
-
-    def build(self, *, window_size: int, mlp_ratio: float, qkv_bias: bool, patch_size: int, drop_rate: float,
-              attn_drop_rate: float, with_cp: bool) -> Tuple[int, ...]:
-        """Patch embedding, then per stage its blocks and (but the last) a patch merging."""
-        dims, n = self.embed_dims, len(self.depths)
-        self.patch_size = patch_size
-        self.patch_embed = nn.Module()
-        self.patch_embed.proj = nn.Conv2d(self.in_channels, dims[0], patch_size, stride=patch_size)
-        self.patch_embed.norm = nn.LayerNorm(dims[0])
-        self.drop_after_pos = nn.Dropout(drop_rate)
-        self.stages = nn.ModuleList()
-
+        settings = resolve_settings(
+            type(self).__name__, self.arch_zoo, arch,
+            dict(embed_dims=embed_dims, depths=depths, num_heads=num_heads, attn_type=attn_type),
+            in_channels=in_channels, kernel=kernel, attn_impl=attn_impl, out_indices=out_indices, out_norm=out_norm,
+            frozen_stages=frozen_stages, drop_path_rate=drop_path_rate, allow_mixed=True,
+            options=dict(window_size=window_size, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, patch_size=patch_size,
+                         drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, with_cp=with_cp))
+        dims, heads, n = settings.embed_dims, settings.num_heads, settings.num_stages
+        # the dropout is stem too: a frozen stem's output must not change between calls
+        stem = dict(patch_embed=PatchEmbed(in_channels, dims[0], patch_size), drop_after_pos=nn.Dropout(drop_rate))
+        stages = []
         for i in range(n):
             def window_attention(j: int, i: int = i) -> nn.Module:
-                return ShiftWindowMSA(dims[i], self.num_heads[i], window_size, shift=j % 2 == 1, qkv_bias=qkv_bias,
+                return ShiftWindowMSA(dims[i], heads[i], window_size, shift=j % 2 == 1, qkv_bias=qkv_bias,
                                       attn_drop=attn_drop_rate, proj_drop=drop_rate)
-            blocks = self.build_blocks(i, window_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
-                                       qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
-            down = PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None
-            self.stages.append(SwinStage(blocks, down))
-        return tuple(patch_size * 2 ** i for i in range(n))
-
-    def stem_modules(self) -> List[nn.Module]:
-        # the dropout too: frozen stages' outputs must not change between calls
-        return [self.patch_embed, self.drop_after_pos]
+            blocks = make_blocks(settings, i, window_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
+                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+            stages.append(SwinStage(blocks, PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None))
+        super().__init__(settings, stem, stages, strides=[patch_size * 2 ** i for i in range(n)])
+        self.patch_size = patch_size
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
-        x = self.patch_embed.proj(pad_to_multiple(x, self.patch_size))  # type: ignore[operator]
-        hw = (x.shape[2], x.shape[3])
-        return self.drop_after_pos(self.patch_embed.norm(x.flatten(2).transpose(1, 2))), hw  # type: ignore[operator]
+        tokens, hw = self.patch_embed(pad_to_multiple(x, self.patch_size))
+        return self.drop_after_pos(tokens), hw
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

@@ -1,5 +1,5 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Optional, Protocol, Union
+from typing import Callable, List, Optional, Protocol, Union
 
 import torch
 import torch.nn.functional as F
@@ -7,6 +7,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
+from .backbone_settings import BackboneSettings
+from .inline_attention import InLineAttention
 from .tensor_utils import traced
 
 
@@ -111,6 +113,27 @@ class TransformerBlock(nn.Module):
             if self.with_cp and x.requires_grad:
                 return checkpoint(self._forward, x, hw_shape, valid_mask, use_reentrant=False)
         return self._forward(x, hw_shape, valid_mask)
+
+
+def make_blocks(settings: BackboneSettings, stage: int, softmax: Callable[[int], nn.Module], *, mlp_ratio: float,
+                norm_eps: float, with_cp: bool, qkv_bias: bool, attn_drop: float, proj_drop: float,
+                lepe: bool = False, residual_from_input: bool = False) -> List[TransformerBlock]:
+    """The blocks of ``stage``, by ``settings.attn_kinds``: the one InLine attention in 'I' blocks
+    (with LePE and a residual filter predicted from the block input, if asked), ``softmax(j)`` (the
+    family's attention for block j) in 'S' blocks; built in block order, so that seeded
+    construction draws the same numbers whatever the family."""
+    dims, heads = settings.embed_dims[stage], settings.num_heads[stage]
+    blocks = []
+    for j, kind in enumerate(settings.attn_kinds[stage]):
+        attn: nn.Module
+        if kind == 'I':
+            attn = InLineAttention(dims, heads, qkv_bias, settings.kernel, attn_drop, proj_drop,
+                                   impl=settings.attn_impl, lepe=lepe)
+        else:
+            attn = softmax(j)
+        blocks.append(TransformerBlock(dims, attn, mlp_ratio, norm_eps, settings.block_drop_path[stage][j], with_cp,
+                                       residual_from_input=residual_from_input and kind == 'I'))
+    return blocks
 
 
 def padding_to_multiple(size: int, multiple: int) -> int:
