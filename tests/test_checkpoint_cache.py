@@ -1,11 +1,13 @@
 """The checkpoint cache cannot be poisoned or truncated: names come from URLs only,
-no download replaces another URL's file, only complete archives enter, a read-only cache serves
-what it holds, files get the umask's mode. Served from 127.0.0.1 only (see test_checkpoint_download)."""
+no download replaces another URL's file, only complete archives enter, a failed rename leaves no
+record, a read-only cache serves what it holds, files get the umask's mode. Served from 127.0.0.1
+only (see test_checkpoint_download)."""
 import builtins
 import hashlib
 import json
 import os
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -54,6 +56,48 @@ def test_a_cut_download_without_content_length_never_enters_the_cache(server, mo
     assert cache_entries() == []
     publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
     assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
+
+
+def test_a_failed_rename_leaves_neither_the_file_nor_its_record(server, monkeypatch):
+    """The record is written before the rename (a file never appears without it); when the rename
+    then fails, the record goes too, with the temporary file."""
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    replace, seen = os.replace, []
+
+    def refused_replace(src, dst, **kwargs):
+        if not str(dst).endswith('.pth'):  # the record's own atomic write
+            return replace(src, dst, **kwargs)
+        seen.extend(sorted(p.name for p in Path(dst).parent.iterdir() if p.name.endswith('.json')))
+        raise PermissionError(13, 'Permission denied')
+    monkeypatch.setattr(os, 'replace', refused_replace)
+    with pytest.raises(PermissionError):
+        resolve('inline://inline_swin_t')
+    assert len(seen) == 1 and seen[0].startswith('inline_swin_t-')  # the record existed before the rename
+    assert cache_entries() == []
+    monkeypatch.setattr(os, 'replace', replace)
+    assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
+
+
+def test_a_download_goes_one_way(server, monkeypatch):
+    """No module of inline_dense.checkpoint is entered twice on one call stack of a first use (the
+    cache's module docstring states the chain)."""
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    stack, chains = [], set()
+
+    def profile(frame, event, arg):
+        if event == 'call':
+            stack.append(frame.f_globals.get('__name__', ''))
+            ours = [m.rsplit('.', 1)[-1] for m in stack if m.startswith('inline_dense.checkpoint.')]
+            chains.add(tuple(m for i, m in enumerate(ours) if i == 0 or ours[i - 1] != m))
+        elif event == 'return' and stack:
+            stack.pop()
+    sys.setprofile(profile)
+    try:
+        resolve('inline://inline_swin_t')
+    finally:
+        sys.setprofile(None)
+    assert ('sources', 'cache', 'download') in chains and ('sources', 'cache', 'archive') in chains
+    assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
 
 
 def test_two_urls_with_one_server_name_downloading_at_once(server):

@@ -22,9 +22,9 @@ VARIANT = 'inline_swin_t'
 @pytest.fixture
 def offline(no_local_checkpoints, monkeypatch):
     """An empty cache under tmp_path (``INLINE_DENSE_CACHE``), no checkpoints/ folder, no network."""
-    def no_network(url, final, hint, on_complete=None):
+    def no_network(url, out, hint, dest):
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(cache, 'download', no_network)
+    monkeypatch.setattr(cache, 'transfer', no_network)
     return no_local_checkpoints / 'cache' / 'checkpoints'
 
 

@@ -1,7 +1,6 @@
 """Command-line inputs the tools refuse in one line: a --work-dir that is a file,
 --cfg-options text where a number is expected, dist_train.sh with 0 processes, a full cache
 during a download, a damaged .safetensors file."""
-import contextlib
 import errno
 import io
 import os
@@ -12,6 +11,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
+import inline_dense.checkpoint.cache as cache_module
 import inline_dense.checkpoint.download as download_module
 from inline_dense.checkpoint import CheckpointError, DownloadError, read_checkpoint
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_cfg_options, check_work_dir
@@ -74,7 +74,8 @@ class FakeResponse(io.BytesIO):
 def test_a_full_cache_during_a_download_names_the_cache_and_the_fix(tmp_path, monkeypatch):
     data = (ROOT / 'tests' / 'data' / 'fixtures' / 'inline_pvt_mini_authors_layout.pth').read_bytes()
     monkeypatch.setattr(download_module.urllib.request, 'urlopen', lambda *a, **k: FakeResponse(data))
-    writer = download_module.atomic_writer
+    monkeypatch.setenv('INLINE_DENSE_CACHE', str(tmp_path / 'cache'))
+    transfer = cache_module.transfer
 
     class FullFile:
         def __init__(self, f):
@@ -86,21 +87,22 @@ def test_a_full_cache_during_a_download_names_the_cache_and_the_fix(tmp_path, mo
             self.written += len(chunk)
             return self.f.write(chunk)
 
-    @contextlib.contextmanager
-    def full_writer(dst, check=None):
-        with writer(dst, check) as f:
-            yield FullFile(f)
-    monkeypatch.setattr(download_module, 'atomic_writer', full_writer)
+        def flush(self):
+            self.f.flush()
+
+    def transfer_to_a_full_disk(url, out, hint, dest):
+        return transfer(url, FullFile(out), hint, dest)
+    monkeypatch.setattr(cache_module, 'transfer', transfer_to_a_full_disk)
     monkeypatch.setattr(download_module, 'CHUNK', 1 << 16)
-    final = tmp_path / 'cache' / 'x.pth'
-    final.parent.mkdir()
+    url = 'http://example.invalid/x.pth'
     with pytest.raises(DownloadError) as info:
-        download_module.download('http://example.invalid/x.pth', final, 'Or put the file there by hand.')
+        cache_module.fetch(url, None, True, 'Or put the file there by hand.', url)
     message = str(info.value)
-    assert f'no space left on device in the checkpoint cache {final.parent} after 65536 bytes' in message
+    cache_dir = cache_module.checkpoint_cache()
+    assert f'no space left on device in the checkpoint cache {cache_dir} after 65536 bytes' in message
     assert 'set INLINE_DENSE_CACHE to a directory on a disk with room' in message
     assert message.endswith('Or put the file there by hand.')
-    assert sorted(p.name for p in final.parent.iterdir() if not p.name.startswith('.x.pth.lock')) == []
+    assert sorted(p.name for p in cache_dir.iterdir() if not p.name.endswith('.lock')) == []
 
 
 def test_a_damaged_safetensors_file(tmp_path):

@@ -2,15 +2,17 @@
 
 The data goes to a temporary file in the destination's directory, is flushed to disk, given
 the mode an ordinary ``open(..., 'w')`` would give (``0o666`` less the umask; ``mkstemp``
-alone gives ``0o600``), optionally checked, and renamed into place (``os.replace`` is atomic on
-POSIX). On any error the temporary file is removed. Used by the checkpoint cache
-(``checkpoint.cache``, ``checkpoint.download``) and the training checkpoints (``engine.checkpointing``).
+alone gives ``0o600``) and renamed into place (``os.replace`` is atomic on POSIX). On any error
+the temporary file is removed. A writer with checks of its own between the write and the rename
+(the checkpoint cache, ``checkpoint.cache``) takes the two steps itself: :func:`temporary_path`,
+then :func:`commit`. Used by the cache, ``checkpoint.saving``, the ONNX export and the training
+checkpoints (``openmmlab.engine.checkpointing``).
 """
 import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Callable, Iterator, Optional, Union
+from typing import IO, Iterator, Union
 
 PathLike = Union[str, 'os.PathLike[str]']
 TMP_PREFIX = '.tmp-'
@@ -48,15 +50,13 @@ def temporary_path(dst: PathLike) -> str:
     return tmp
 
 
-def commit(tmp: PathLike, dst: PathLike, check: Optional[Callable[[Path], None]] = None) -> None:
-    """fsyncs ``tmp``, gives it the umask's mode, runs ``check(tmp)`` (which raises to refuse the
-    file), renames it to ``dst`` and makes the rename durable. ``tmp`` is removed on any error."""
+def commit(tmp: PathLike, dst: PathLike) -> None:
+    """fsyncs ``tmp``, gives it the umask's mode, renames it to ``dst`` and makes the rename
+    durable. ``tmp`` is removed on any error."""
     try:
         with open(tmp, 'rb+') as f:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~current_umask())
-        if check is not None:
-            check(Path(tmp))
         os.replace(tmp, dst)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -66,9 +66,9 @@ def commit(tmp: PathLike, dst: PathLike, check: Optional[Callable[[Path], None]]
 
 
 @contextlib.contextmanager
-def atomic_writer(dst: PathLike, check: Optional[Callable[[Path], None]] = None) -> Iterator[IO[bytes]]:
+def atomic_writer(dst: PathLike) -> Iterator[IO[bytes]]:
     """``with atomic_writer(path) as f: f.write(...)``: ``path`` appears, complete, when the block
-    ends without an error (and ``check``, if given, accepts the file); otherwise nothing changes."""
+    ends without an error; otherwise nothing changes."""
     tmp = temporary_path(dst)
     try:
         with open(tmp, 'wb') as f:
@@ -78,7 +78,7 @@ def atomic_writer(dst: PathLike, check: Optional[Callable[[Path], None]] = None)
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    commit(tmp, dst, check)
+    commit(tmp, dst)
 
 
 def atomic_write_bytes(dst: PathLike, data: bytes) -> None:

@@ -5,9 +5,12 @@ An entry is a file and its record ``<file>.json`` (URL, size, sha256):
 
 - **name**: from the URL alone (:func:`entry_name`: a readable stem + a hash of the URL), so no
   server header and no other URL can take a file's place;
-- **download**: under a lock (:func:`lock`, ``filelock``, between processes, e.g. the ranks of
-  a distributed run starting together: the second waits, then finds the file), into a temporary
-  file that becomes the entry only complete (``download.download``), its record written first;
+- **download** (:func:`fetch`): under a lock (:func:`lock`, ``filelock``, between processes, e.g.
+  the ranks of a distributed run starting together: the second waits, then finds the file), in one
+  line: a temporary file in the cache, the HTTP transfer into it (``download.transfer``), the
+  completeness check (``archive.archive_problem``), the record, the rename
+  (``atomic.commit``). The record is written before the rename, so a file never appears without
+  it; a failure at any step leaves neither the file, its record nor the temporary file;
 - **verification**: every use re-hashes the file and compares it with its record
   (:func:`verify`); a file that no longer matches raises :class:`CorruptCacheError` naming the
   files to delete. It is never replaced silently (a changing file may mean a failing disk or an edit);
@@ -15,7 +18,12 @@ An entry is a file and its record ``<file>.json`` (URL, size, sha256):
   later change to it is caught the same way.
 
 The second use of an entry makes no request and takes no lock, so a read-only cache serves what it holds.
+
+One way down: ``loading.load_pretrained -> sources.resolve -> cache.fetch -> download.transfer |
+archive.archive_problem | atomic`` (temporary_path, commit); each returns here, none calls back up.
 """
+import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -29,13 +37,14 @@ from typing import Any, Dict, Optional
 import filelock
 
 from .archive import archive_problem
-from .atomic import atomic_write_bytes
-from .download import DownloadError, download
+from .atomic import atomic_write_bytes, commit, temporary_path
+from .download import DownloadError, transfer
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 HAND_PLACED = 'placed by hand'
+DISK_FULL = (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC))
 
 
 class CorruptCacheError(RuntimeError):
@@ -155,7 +164,47 @@ def fetch(url: str, stem: Optional[str], allow_download: bool, hint: str, what: 
         if path.is_file():
             verify(path, url)
             return path
-        return download(url, path, hint, on_complete=lambda tmp, record: write_record(path, record))
+        return _download(url, path, hint)
+
+
+def _download(url: str, path: Path, hint: str) -> Path:
+    """Downloads ``url`` as the entry ``path`` (the caller holds its lock) and returns ``path``: a
+    temporary file in the cache, the transfer, the completeness check, the record, the rename. On
+    any failure the temporary file and the record are removed; a full disk is named with the fix."""
+    tmp: Optional[Path] = None
+    record: Optional[Dict[str, Any]] = None
+    try:
+        tmp = Path(temporary_path(path))
+        with open(tmp, 'wb') as out:
+            record = transfer(url, out, hint, path)
+        problem = archive_problem(tmp)
+        if problem is not None:
+            raise DownloadError(f'could not download {url}: the file received is not a complete checkpoint: '
+                                f'{problem}. {hint}')
+        write_record(path, record)  # before the rename: a file in the cache always has its record
+        commit(tmp, path)
+    except BaseException as exc:
+        received = record['size'] if record is not None else _size(tmp)
+        if not path.exists():  # not renamed into place (no one else writes it: the lock)
+            for leftover in [record_path(path)] + ([tmp] if tmp is not None else []):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            raise DownloadError(f'could not download {url}: no space left on device in the checkpoint cache '
+                                f'{path.parent} after {received} bytes ({exc.strerror}); nothing was kept. Free '
+                                f'space there, or set INLINE_DENSE_CACHE to a directory on a disk with room. '
+                                f'{hint}') from exc
+        raise
+    log.info(f'saved {path} ({record["size"] / 2**20:.1f} MiB, sha256 {record["sha256"][:12]}...)')
+    return path
+
+
+def _size(path: Optional[Path]) -> int:
+    """The size of ``path`` on disk, 0 when there is none."""
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
 
 
 # ---------------------------------------------------------------------- files placed by hand

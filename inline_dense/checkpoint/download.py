@@ -1,25 +1,22 @@
-"""The transfer of one URL into a file, complete or not at all (the cache entry around it:
-``checkpoint.cache``).
+"""The HTTP transfer of one URL into a file object the caller opened, with its checks.
 
-The body streams into a temporary file beside the destination (``atomic.atomic_writer``). It
-becomes the file only once it is complete: the announced length arrived, and it reads as a
-checkpoint archive (``archive.archive_problem``; with no Content-Length, that is the only
-evidence). The caller's ``on_complete(tmp, record)`` runs before the rename (the cache writes the
-record there: a file in the cache always has one). Failures raise :class:`DownloadError` naming
-the URL, the reason and, at the end, the caller's hint (where to put the file by hand).
+:func:`transfer` streams the body into ``out`` and returns what the cache records of it (url,
+final_url, sha256, size, downloaded_at). It refuses what is visibly not a checkpoint or not whole:
+an HTTP error, no connection, a first chunk that is neither a zip archive nor a pickle (a login
+page, an expired link), fewer or more bytes than Content-Length announced, an empty body, a
+connection that broke. Those raise :class:`DownloadError` naming the URL, the reason and, at the
+end, the caller's hint (where to put the file by hand). An error writing ``out`` (a full disk)
+propagates as it is: the file is the caller's. Where the bytes go, whether they become a file and
+what else must hold (a complete archive, a record) is the cache's (``checkpoint.cache``).
 """
 import contextlib
-import errno
 import hashlib
 import logging
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional
-
-from .archive import archive_problem
-from .atomic import atomic_writer
+from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional
 
 log = logging.getLogger(__name__)
 
@@ -52,28 +49,14 @@ def _looks_like_checkpoint(head: bytes) -> bool:
     return head[:4] == b'PK\x03\x04' or head[:1] == b'\x80'
 
 
-@contextlib.contextmanager
-def _full_disk_named(final: Path, url: str, manual_hint: str, received: Callable[[], int]) -> Iterator[None]:
-    """Turns a full disk (or quota) while the download is written into a :class:`DownloadError`
-    naming the cache directory and what to do; the partial file is already gone (atomic writer)."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)):
-            raise
-        raise DownloadError(f'could not download {url}: no space left on device in the checkpoint cache '
-                            f'{final.parent} after {received()} bytes ({exc.strerror}); nothing was kept. Free '
-                            f'space there, or set INLINE_DENSE_CACHE to a directory on a disk with room. '
-                            f'{manual_hint}') from exc
+def transfer(url: str, out: BinaryIO, manual_hint: str, dest: Path) -> Dict[str, Any]:
+    """Streams the body of ``url`` into ``out``; returns its record: url, final_url, sha256, size,
+    downloaded_at.
 
-
-def download(url: str, final: Path, manual_hint: str,
-             on_complete: Optional[Callable[[Path, Dict[str, Any]], None]] = None) -> Path:
-    """Downloads ``url`` to ``final`` (a path chosen by the caller); returns ``final``.
-
-    The file appears only complete and readable as a checkpoint (see the module docstring).
-    ``record``: url, final_url, sha256, size, downloaded_at; ``on_complete(tmp, record)`` may refuse
-    the file by raising. ``manual_hint`` ends every error message. Follows redirects (urllib).
+    ``dest`` is the path the caller will give the file, named in the log and the progress bar
+    only; the bytes go to ``out`` (flushed on return). ``manual_hint`` ends every error message.
+    Follows redirects (urllib). Raises :class:`DownloadError` (see the module docstring) and the
+    ``OSError`` of a failed write to ``out``.
     """
     def fail(reason: str) -> DownloadError:
         return DownloadError(f'could not download {url}: {reason}. {manual_hint}')
@@ -86,22 +69,12 @@ def download(url: str, final: Path, manual_hint: str,
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, 'reason', exc)
         raise fail(f'no connection ({reason}): offline, or the host is blocked') from exc
-    record: Dict[str, Any] = {}
-
-    def check(tmp: Path) -> None:
-        problem = archive_problem(tmp)
-        if problem is not None:
-            raise fail(f'the file received is not a complete checkpoint: {problem}')
-        if on_complete is not None:
-            on_complete(tmp, record)
-
     with response:
         size = response.headers.get('Content-Length')
         total = int(size) if size and size.isdigit() else None
         digest, received = hashlib.sha256(), 0
-        log.info(f'downloading {url} to {final}' + (f' ({total / 2**20:.1f} MiB)' if total else ''))
-        with _full_disk_named(final, url, manual_hint, lambda: received), atomic_writer(final, check) as f, \
-                _progress(total, final.name) as advance:
+        log.info(f'downloading {url} to {dest}' + (f' ({total / 2**20:.1f} MiB)' if total else ''))
+        with _progress(total, dest.name) as advance:
             while True:
                 try:
                     chunk = response.read(CHUNK)
@@ -113,15 +86,14 @@ def download(url: str, final: Path, manual_hint: str,
                     kind = response.headers.get('Content-Type', 'unknown type')
                     raise fail(f'the server sent {kind}, not a PyTorch checkpoint (an expired link or '
                                f'a login page?)')
-                f.write(chunk)
+                out.write(chunk)
                 digest.update(chunk)
                 received += len(chunk)
                 advance(len(chunk))
-            if total is not None and received != total:
-                raise fail(f'the connection closed after {received} of {total} bytes')
-            if received == 0:
-                raise fail('the server sent an empty file')
-            record.update(url=url, final_url=response.geturl(), sha256=digest.hexdigest(), size=received,
-                          downloaded_at=_now())
-    log.info(f'saved {final} ({received / 2**20:.1f} MiB, sha256 {record["sha256"][:12]}...)')
-    return final
+        if total is not None and received != total:
+            raise fail(f'the connection closed after {received} of {total} bytes')
+        if received == 0:
+            raise fail('the server sent an empty file')
+        out.flush()
+        return dict(url=url, final_url=response.geturl(), sha256=digest.hexdigest(), size=received,
+                    downloaded_at=_now())
