@@ -4,9 +4,10 @@
 from ``conftest``.)"""
 import copy
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import torch
 
@@ -78,3 +79,25 @@ def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:
     if not keep_init:
         cfg.model.backbone.init_cfg = None
     return cfg
+
+
+def module_chains(call: Callable[[], Any], package: str) -> Set[Tuple[str, ...]]:
+    """Runs ``call`` and returns every call stack it made, as the chain of ``package``'s modules on it
+    (last name part; other modules left out, a module calling itself counted once). A chain naming a
+    module twice is a round trip: that module was entered again on the way down."""
+    stack: List[str] = []
+    chains: Set[Tuple[str, ...]] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == 'call':
+            stack.append(frame.f_globals.get('__name__', ''))
+            ours = [m.rsplit('.', 1)[-1] for m in stack if m.startswith(package + '.')]
+            chains.add(tuple(m for i, m in enumerate(ours) if i == 0 or ours[i - 1] != m))
+        elif event == 'return' and stack:
+            stack.pop()
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return chains

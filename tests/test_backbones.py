@@ -8,6 +8,7 @@ from torch.autograd.graph import saved_tensors_hooks
 from torch.func import functional_call
 from torch.utils.flop_counter import FlopCounterMode
 
+from helpers import module_chains
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
 from inline_dense.models.backbone_base import InLineBackboneBase
 from inline_dense.models.backbone_settings import resolve_settings
@@ -258,23 +259,19 @@ def test_base_class_refuses_other_than_one_stride_and_one_stage_per_stage():
         OneStage(num_stages=2)
 
 
-def test_make_blocks_gives_the_blocks_a_family_builds():
-    """Construction goes family -> resolve_settings -> make_blocks -> InLineBackboneBase.__init__: the
-    blocks make_blocks gives for a family's settings are that family's, kind and drop-path rate."""
-    from inline_dense.models.layers import make_blocks
-    from inline_dense.models.sr_attention import SRAttention
-
-    torch.manual_seed(0)
-    model = InLinePVT('tiny', depths=(1, 2, 1, 1), attn_type='ISII')
-    settings = resolve_settings('InLinePVT', InLinePVT.arch_zoo, 'tiny', dict(depths=(1, 2, 1, 1), attn_type='ISII'),
-                                in_channels=3, kernel='identity', attn_impl='auto', out_indices=(0, 1, 2, 3),
-                                out_norm=True, frozen_stages=-1, drop_path_rate=0.1)
-    blocks = make_blocks(settings, 1, lambda j: SRAttention(128, 4, 4, True, 0.0, 0.0), mlp_ratio=8, norm_eps=1e-6,
-                         with_cp=False, qkv_bias=True, attn_drop=0.0, proj_drop=0.0)
-    assert [type(b.attn).__name__ for b in blocks] == [type(b.attn).__name__ for b in model.stages[1].blocks]
-    assert [type(b.attn).__name__ for b in blocks] == ['SRAttention', 'SRAttention']
-    assert [b.drop_path.drop_prob for b in blocks] == [b.drop_path.drop_prob for b in model.stages[1].blocks]
-    assert model.attn_kinds == settings.attn_kinds and model.embed_dims == settings.embed_dims
+@pytest.mark.parametrize('family', [
+    lambda: InLineSwin('tiny', depths=(1, 1, 2, 1), attn_type='IIMS1'),
+    lambda: InLinePVT('tiny', depths=(1, 1, 1, 1), attn_type='ISIS'),
+    lambda: InLineCSwin('tiny', depths=(1, 1, 2, 1), frozen_stages=1)], ids=['swin', 'pvt', 'cswin'])
+def test_construction_goes_one_way(family):
+    """No module of inline_dense.models is entered twice on one call stack while a family is built:
+    family -> backbone_settings -> arch / tensor_utils; family -> layers / its attention -> weight_init;
+    family -> backbone_base -> weight_init. Each returns; none calls back up (no build() hook, no
+    closure, no init override)."""
+    chains = module_chains(family, 'inline_dense.models')
+    assert any(chain[1:2] == ('backbone_settings',) for chain in chains)
+    assert any(chain[1:3] == ('backbone_base', 'weight_init') for chain in chains)
+    assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
 
 
 def test_init_cfg_initialisers_run_and_init_cfg_stays(tiny_backbone):

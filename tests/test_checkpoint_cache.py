@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import stat
-import sys
 import threading
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import test_checkpoint_download as downloads
 from reference_models import authors_checkpoint
 from test_checkpoint_download import cache_entries, cached, publish
 
+from helpers import module_chains
 from inline_dense.checkpoint import CheckpointError, DownloadError, checkpoint_cache, read_checkpoint, resolve
 
 # The download tests' fixtures serve these tests too: the local HTTP server, and the empty cache (autouse).
@@ -82,20 +82,7 @@ def test_a_download_goes_one_way(server, monkeypatch):
     """No module of inline_dense.checkpoint is entered twice on one call stack of a first use (the
     cache's module docstring states the chain)."""
     publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
-    stack, chains = [], set()
-
-    def profile(frame, event, arg):
-        if event == 'call':
-            stack.append(frame.f_globals.get('__name__', ''))
-            ours = [m.rsplit('.', 1)[-1] for m in stack if m.startswith('inline_dense.checkpoint.')]
-            chains.add(tuple(m for i, m in enumerate(ours) if i == 0 or ours[i - 1] != m))
-        elif event == 'return' and stack:
-            stack.pop()
-    sys.setprofile(profile)
-    try:
-        resolve('inline://inline_swin_t')
-    finally:
-        sys.setprofile(None)
+    chains = module_chains(lambda: resolve('inline://inline_swin_t'), 'inline_dense.checkpoint')
     assert ('sources', 'cache', 'download') in chains and ('sources', 'cache', 'archive') in chains
     assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
 

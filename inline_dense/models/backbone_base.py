@@ -4,8 +4,8 @@ is imported here (``init_cfg`` and ``init_weights()`` live in the adapter, :mod:
 
 A family subclasses :class:`InLineBackboneBase` and writes only its own parts: ``arch_zoo``, an
 ``__init__`` that goes one way (``backbone_settings.resolve_settings`` checks its arguments; it
-makes its stem and stages, their blocks by ``layers.make_blocks``; then this class's ``__init__``
-takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
+makes its stem and stages, its blocks by ``layers.inline_attention`` / ``transformer_block``;
+then this class's ``__init__`` takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
 ``enter`` and ``leave``) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
 """
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -16,7 +16,7 @@ from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
 from .backbone_settings import BackboneSettings
-from .weight_init import init_transformer_weights
+from .weight_init import init_transformer_weights, trunc_normal_
 
 
 class InLineBackboneBase(nn.Module):
@@ -44,6 +44,9 @@ class InLineBackboneBase(nn.Module):
     # the runner calls init_weights() after the whole detector is built, and an initialisation at
     # construction would consume random numbers the neck and head draw today.
     init_at_construction: bool = True
+    # parameters (by attribute name, in any module) drawn from a truncated normal (std 0.02) after the
+    # module-by-module initialisation, in named_parameters() order: PVT's position embeddings
+    trunc_normal_parameters: Tuple[str, ...] = ()
 
     def __init__(self, settings: BackboneSettings, stem: Mapping[str, nn.Module], stages: Sequence[nn.Module],
                  strides: Sequence[int]) -> None:
@@ -180,8 +183,12 @@ class InLineBackboneBase(nn.Module):
     # ------------------------------------------------------------------ weights
     def init_from_scratch(self) -> None:
         """The authors' initialisation (``weight_init.init_transformer_weights``): the same
-        random draws as mmengine's ``trunc_normal_init`` / ``constant_init`` / ``normal_init``."""
+        random draws as mmengine's ``trunc_normal_init`` / ``constant_init`` / ``normal_init``;
+        then the ``trunc_normal_parameters``."""
         init_transformer_weights(self)
+        for name, param in self.named_parameters():
+            if name.rsplit('.', 1)[-1] in self.trunc_normal_parameters:
+                trunc_normal_(param, std=0.02)
 
     @staticmethod
     def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:

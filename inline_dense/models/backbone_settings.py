@@ -2,8 +2,8 @@
 
 A family's ``__init__`` goes one way: :func:`resolve_settings` (this module) checks its arguments
 and returns a :class:`BackboneSettings`; the family makes its stem and stages (their blocks with
-:func:`inline_dense.models.layers.make_blocks`); then ``InLineBackboneBase.__init__`` takes the
-settings and the built modules and finishes (output norms, freezing, initialisation).
+``layers.inline_attention`` and ``layers.transformer_block``); then ``InLineBackboneBase.__init__``
+takes the settings and the built modules and finishes (output norms, freezing, initialisation).
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union

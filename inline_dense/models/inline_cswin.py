@@ -9,7 +9,7 @@ from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
 from .backbone_settings import resolve_settings
 from .cswin_attention import CSwinStripeAttention
-from .layers import TransformerBlock, make_blocks, pad_to_multiple
+from .layers import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
 
 
 class ConvDownsample(nn.Module):
@@ -45,6 +45,16 @@ class CSwinStage(nn.Module):
 
     def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
         return x, hw
+
+
+def stripe_attention(dims: int, num_heads: int, split_size: int, branches: int, qkv_bias: bool, attn_drop: float,
+                     proj_drop: float, where: str) -> CSwinStripeAttention:
+    """``CSwinStripeAttention``, its ValueError (e.g. heads that do not split in two branches) naming
+    ``where`` (the family and stage)."""
+    try:
+        return CSwinStripeAttention(dims, num_heads, split_size, branches, qkv_bias, attn_drop, proj_drop)
+    except ValueError as exc:
+        raise ValueError(f'{where}: {exc}') from None
 
 
 class InLineCSwin(InLineBackboneBase):
@@ -107,15 +117,15 @@ class InLineCSwin(InLineBackboneBase):
         stages = []
         for i in range(n):
             merge = ConvDownsample(dims[i - 1], dims[i], 3, 2, 1) if i > 0 else None
-            def stripe_attention(j: int, i: int = i) -> nn.Module:
-                try:
-                    return CSwinStripeAttention(dims[i], heads[i], splits[i], 1 if i == n - 1 else 2, qkv_bias,
-                                                attn_drop_rate, drop_rate)
-                except ValueError as exc:
-                    raise ValueError(f'{name} stage {i}: {exc}') from None
-            blocks = make_blocks(settings, i, stripe_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
-                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate, lepe=True,
-                                 residual_from_input=True)
+            blocks = []
+            for j, kind in enumerate(settings.attn_kinds[i]):
+                attn = (inline_attention(settings, i, qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate,
+                                         lepe=True)
+                        if kind == 'I' else
+                        stripe_attention(dims[i], heads[i], splits[i], 1 if i == n - 1 else 2, qkv_bias,
+                                         attn_drop_rate, drop_rate, f'{name} stage {i}'))
+                blocks.append(transformer_block(settings, i, j, attn, mlp_ratio=mlp_ratio, norm_eps=1e-5,
+                                                with_cp=with_cp, residual_from_input=True))
             stages.append(CSwinStage(merge, blocks))
         super().__init__(settings, dict(stem=stem), stages, strides=[4 * 2 ** i for i in range(n)])
 

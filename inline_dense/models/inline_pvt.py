@@ -11,9 +11,8 @@ from ..typing import HW, StateDict
 from .arch import check_multiple_of, to_2tuple_size
 from .backbone_base import InLineBackboneBase, valid_grid_sizes
 from .backbone_settings import resolve_settings
-from .layers import TransformerBlock, make_blocks, pad_to_multiple
+from .layers import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
 from .sr_attention import SRAttention
-from .weight_init import trunc_normal_
 
 
 def resize_pos_grid(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
@@ -118,6 +117,8 @@ class InLinePVT(InLineBackboneBase):
                       mlp_ratios=(8, 8, 4, 4)),
     }
 
+    trunc_normal_parameters = ('pos_embed',)
+
     def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[Sequence[int]] = None,
                  depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
                  mlp_ratios: Optional[Sequence[float]] = None, attn_type: str = 'IIII',
@@ -142,19 +143,17 @@ class InLinePVT(InLineBackboneBase):
                           f'the product of patch_sizes {tuple(patch_sizes)}: each stage\'s position grid is whole')
         in_dims, stages = in_channels, []
         for i in range(settings.num_stages):
-            def sr_attention(j: int, i: int = i) -> nn.Module:
-                return SRAttention(dims[i], heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate)
-            blocks = make_blocks(settings, i, sr_attention, mlp_ratio=mlp_ratios[i], norm_eps=1e-6, with_cp=with_cp,
-                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+            blocks = []
+            for j, kind in enumerate(settings.attn_kinds[i]):
+                attn = (inline_attention(settings, i, qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+                        if kind == 'I' else
+                        SRAttention(dims[i], heads[i], sr_ratios[i], qkv_bias, attn_drop_rate, drop_rate))
+                blocks.append(transformer_block(settings, i, j, attn, mlp_ratio=mlp_ratios[i], norm_eps=1e-6,
+                                                with_cp=with_cp))
             pos_hw = (pretrain_hw[0] // strides[i], pretrain_hw[1] // strides[i])
             stages.append(PVTStage(in_dims, dims[i], patch_sizes[i], pos_hw, blocks, drop_rate))
             in_dims = dims[i]
         super().__init__(settings, {}, stages, strides)  # no stem: each stage embeds its input
-
-    def init_from_scratch(self) -> None:
-        super().init_from_scratch()
-        for stage in self.stages:
-            trunc_normal_(stage.pos_embed, std=0.02)  # type: ignore[arg-type]
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         return x, (x.shape[2], x.shape[3])  # each stage embeds its own input

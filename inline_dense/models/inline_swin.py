@@ -9,7 +9,7 @@ from torch import nn
 from ..typing import HW, StateDict
 from .backbone_base import InLineBackboneBase
 from .backbone_settings import resolve_settings
-from .layers import TransformerBlock, make_blocks, pad_to_multiple, padding_to_multiple
+from .layers import TransformerBlock, inline_attention, pad_to_multiple, padding_to_multiple, transformer_block
 from .tensor_utils import traced
 from .window_attention import ShiftWindowMSA
 
@@ -134,11 +134,14 @@ class InLineSwin(InLineBackboneBase):
         stem = dict(patch_embed=PatchEmbed(in_channels, dims[0], patch_size), drop_after_pos=nn.Dropout(drop_rate))
         stages = []
         for i in range(n):
-            def window_attention(j: int, i: int = i) -> nn.Module:
-                return ShiftWindowMSA(dims[i], heads[i], window_size, shift=j % 2 == 1, qkv_bias=qkv_bias,
-                                      attn_drop=attn_drop_rate, proj_drop=drop_rate)
-            blocks = make_blocks(settings, i, window_attention, mlp_ratio=mlp_ratio, norm_eps=1e-5, with_cp=with_cp,
-                                 qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+            blocks = []  # each attention made just before its block: the bias tables keep the draws they get here
+            for j, kind in enumerate(settings.attn_kinds[i]):
+                attn = (inline_attention(settings, i, qkv_bias=qkv_bias, attn_drop=attn_drop_rate, proj_drop=drop_rate)
+                        if kind == 'I' else
+                        ShiftWindowMSA(dims[i], heads[i], window_size, shift=j % 2 == 1, qkv_bias=qkv_bias,
+                                       attn_drop=attn_drop_rate, proj_drop=drop_rate))
+                blocks.append(transformer_block(settings, i, j, attn, mlp_ratio=mlp_ratio, norm_eps=1e-5,
+                                                with_cp=with_cp))
             stages.append(SwinStage(blocks, PatchMerging(dims[i], dims[i + 1]) if i + 1 < n else None))
         super().__init__(settings, stem, stages, strides=[patch_size * 2 ** i for i in range(n)])
         self.patch_size = patch_size

@@ -1,5 +1,5 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Callable, List, Optional, Protocol, Union
+from typing import Optional, Protocol, Union
 
 import torch
 import torch.nn.functional as F
@@ -115,25 +115,22 @@ class TransformerBlock(nn.Module):
         return self._forward(x, hw_shape, valid_mask)
 
 
-def make_blocks(settings: BackboneSettings, stage: int, softmax: Callable[[int], nn.Module], *, mlp_ratio: float,
-                norm_eps: float, with_cp: bool, qkv_bias: bool, attn_drop: float, proj_drop: float,
-                lepe: bool = False, residual_from_input: bool = False) -> List[TransformerBlock]:
-    """The blocks of ``stage``, by ``settings.attn_kinds``: the one InLine attention in 'I' blocks
-    (with LePE and a residual filter predicted from the block input, if asked), ``softmax(j)`` (the
-    family's attention for block j) in 'S' blocks; built in block order, so that seeded
-    construction draws the same numbers whatever the family."""
-    dims, heads = settings.embed_dims[stage], settings.num_heads[stage]
-    blocks = []
-    for j, kind in enumerate(settings.attn_kinds[stage]):
-        attn: nn.Module
-        if kind == 'I':
-            attn = InLineAttention(dims, heads, qkv_bias, settings.kernel, attn_drop, proj_drop,
-                                   impl=settings.attn_impl, lepe=lepe)
-        else:
-            attn = softmax(j)
-        blocks.append(TransformerBlock(dims, attn, mlp_ratio, norm_eps, settings.block_drop_path[stage][j], with_cp,
-                                       residual_from_input=residual_from_input and kind == 'I'))
-    return blocks
+def inline_attention(settings: BackboneSettings, stage: int, *, qkv_bias: bool, attn_drop: float, proj_drop: float,
+                     lepe: bool = False) -> InLineAttention:
+    """The one InLine attention for a block of ``stage``: its width and heads, the settings' kernel and
+    ``attn_impl``; with LePE if asked (CSwin)."""
+    return InLineAttention(settings.embed_dims[stage], settings.num_heads[stage], qkv_bias, settings.kernel,
+                           attn_drop, proj_drop, impl=settings.attn_impl, lepe=lepe)
+
+
+def transformer_block(settings: BackboneSettings, stage: int, block: int, attn: nn.Module, *, mlp_ratio: float,
+                      norm_eps: float, with_cp: bool, residual_from_input: bool = False) -> TransformerBlock:
+    """Block ``block`` of ``stage`` around ``attn``, with its stochastic-depth rate; the block input
+    reaches the attention (``residual_from_input``) only in InLine blocks."""
+    inline = settings.attn_kinds[stage][block] == 'I'
+    return TransformerBlock(settings.embed_dims[stage], attn, mlp_ratio, norm_eps,
+                            settings.block_drop_path[stage][block], with_cp,
+                            residual_from_input=residual_from_input and inline)
 
 
 def padding_to_multiple(size: int, multiple: int) -> int:
