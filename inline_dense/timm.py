@@ -12,7 +12,8 @@ ImageNet-1K checkpoint.
 - ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
   ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
   URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
-  unpickler; EMA weights when present) and loaded by the one strict loader with ``custom_load``:
+  unpickler; EMA weights when present) and loaded by the one strict loader (with ``custom_load``;
+  a ``state_dict`` as the model is built, see :func:`_loading`; timm adapts nothing after it):
   NaN / inf and integer-typed weights are refused, a head of another class count is dropped with a
   log line, a first convolution is adapted to ``in_chans``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
@@ -22,7 +23,7 @@ ImageNet-1K checkpoint.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
   ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
 """
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
@@ -106,30 +107,45 @@ def pretrained_file(variant: str, cfg: Dict[str, Any]) -> Union[str, dict]:
                      f'or state_dict).')
 
 
-def _load_strictly(state_dict: dict, model: InLineClassifier) -> Dict[str, Any]:
-    """timm's ``pretrained_filter_fn`` for a ``pretrained_cfg['state_dict']``: loads it through the
-    strict loader and hands timm the model's own tensors (so its load changes nothing)."""
-    model.load_pretrained(state_dict)
-    return model.state_dict()
+def _loading(state_dict: Mapping[str, torch.Tensor]) -> Callable[..., InLineClassifier]:
+    """The model class for timm's builder given a ``pretrained_cfg['state_dict']``: it builds the
+    model and loads the state dict through the strict loader (first convolution adapted to
+    ``in_chans``, a head of another class count dropped), before timm's feature wrapper.
+
+    timm itself would load a state dict through a ``pretrained_filter_fn`` and then redo, on the
+    filter's output, what the loader already did: adapt the first convolution from the
+    ``input_size`` channels and drop the head for another ``num_classes``; on a stem the loader had
+    adapted it warns that the weights do not match ``input_size`` (or, in older timm, that it
+    could not convert them). Files and URLs take timm's ``custom_load`` route instead, where timm
+    calls ``model.load_pretrained`` and does nothing after it."""
+    def build(**kwargs: Any) -> InLineClassifier:
+        model = InLineClassifier(**kwargs)
+        model.load_pretrained(state_dict)
+        return model
+    return build
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
     check_output_stride(kwargs.pop('output_stride', None), variant)
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
+    model_cls: Callable[..., InLineClassifier] = InLineClassifier
+    timm_loads = pretrained
     with advising(timm_advice(variant)):
         if pretrained:
             cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
             try:
                 found = pretrained_file(variant, cfg)
             except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
-                raise type(exc)(f'{exc}\n{current_advice(CORE).ending()}') from exc
-            if isinstance(found, dict):  # timm loads a state dict itself: through ours, its filter hook
-                kwargs['pretrained_filter_fn'] = _load_strictly
+                advice = current_advice(CORE)
+                said = advice.other_file in str(exc)  # a download's hint names it already (checkpoint.sources)
+                raise type(exc)(f'{exc}\n' + (f'Or {advice.no_weights}.' if said else advice.ending())) from exc
+            if isinstance(found, dict):  # loaded as the model is built; timm loads nothing (see _loading)
+                model_cls, timm_loads = _loading(found), False
             else:
                 overlay['file'] = found
                 overlay['custom_load'] = True  # the authors' layout: converted, and loaded strictly, by ours
         family, arch = VARIANTS[variant]
-        return build_model_with_cfg(InLineClassifier, variant, pretrained, pretrained_cfg_overlay=overlay,
+        return build_model_with_cfg(model_cls, variant, timm_loads, pretrained_cfg_overlay=overlay,
                                     feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch,
                                     **kwargs)
 

@@ -49,7 +49,8 @@ from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
 from torchvision.ops import feature_pyramid_network as tv_fpn
 
 from . import variants
-from .checkpoint import SCHEME, CheckpointError, CorruptCacheError, DownloadError, load_pretrained
+from .checkpoint import SCHEME, Advice, load_pretrained
+from .checkpoint.errors import advising
 from .models.backbone_base import InLineBackboneBase
 from .models.classifier import FAMILIES, variant_kwargs
 from .typing import HW
@@ -205,17 +206,11 @@ def _trainable_to_frozen(trainable_layers: int, num_stages: int) -> int:
     return num_stages - trainable_layers
 
 
-def _reworded(exc: Exception, message: str) -> Exception:
-    """``exc``'s class with ``message``, if it takes a message alone; else ``exc`` itself."""
-    try:
-        return type(exc)(message)
-    except TypeError:
-        return exc
-
-
-def _torchvision_terms(message: str) -> str:
-    return (message.replace("init_cfg.checkpoint", "weights").replace("init_cfg=None", "weights=None")
-            .replace("init_cfg", "weights"))
+def torchvision_advice(variant: str) -> Advice:
+    """The errors' ending for a user of :func:`inline_fpn_backbone` (its ``weights`` argument)."""
+    return Advice(f'pass a checkpoint of {variant} as inline_fpn_backbone(weights=\'/path/to/'
+                  f'{variants.file_name(variant)}\') (or its URL)', 'weights=None to train the backbone from scratch',
+                  "weights='inline://{name}'")
 
 
 def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, out_channels: int = 256,
@@ -261,10 +256,9 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
         backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, 4)
     body = FAMILIES[kw['family']](arch=kw['arch'], **backbone_kwargs)
     if checkpoint is not None:
-        try:
-            load_pretrained(body, checkpoint)
-        except (CheckpointError, DownloadError, CorruptCacheError) as exc:
-            raise _reworded(exc, f'inline_fpn_backbone(weights={weights!r}): {_torchvision_terms(str(exc))}') from exc
+        advice = torchvision_advice(variant)
+        with advising(advice):  # the download's hint (checkpoint.sources) speaks it too
+            load_pretrained(body, checkpoint, advice=advice)
     return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
 
 

@@ -65,6 +65,44 @@ def test_in_chans_4_repeats_and_scales_the_kernels():
     torch.testing.assert_close(four.state_dict()[key], torch.cat([w, w[:, :1]], 1) * 3 / 4)
 
 
+def rgb_as(in_chans, x):
+    """An input for the ``in_chans`` model whose first convolution gives what the RGB model's gives
+    on ``x`` (B, 3, H, W): 1 channel, the grey image the summed kernels see as RGB; 4 channels
+    (kernels R, G, B, R scaled by 3/4), R split over the two R kernels and everything scaled by 4/3."""
+    if in_chans == 1:
+        grey = x[:, :1]
+        return grey, grey.expand(-1, 3, -1, -1)
+    return torch.cat([x[:, :1] * 2 / 3, x[:, 1:] * 4 / 3, x[:, :1] * 2 / 3], 1), x
+
+
+@pytest.mark.parametrize('in_chans', [1, 4])
+@pytest.mark.parametrize('source', ['file', 'state_dict'])
+def test_in_chans_loads_without_timms_first_conv_warning(caplog, source, in_chans):
+    overlay = dict(file=PVT_FILE) if source == 'file' else dict(state_dict=authors_state())
+    with caplog.at_level(logging.INFO, logger='timm'):
+        model = timm_pvt(in_chans=in_chans, pretrained_cfg_overlay=overlay)
+    timm_lines = [r for r in caplog.records if r.name.startswith('timm')]
+    assert not [r.getMessage() for r in timm_lines if r.levelno >= logging.WARNING]
+    assert not [r.getMessage() for r in timm_lines if 'patch_embed' in r.getMessage() or 'Missing keys' in
+                r.getMessage()]
+    assert model.state_dict()['backbone.stages.0.patch_embed.proj.weight'].shape[1] == in_chans
+    ours, theirs = rgb_as(in_chans, torch.randn(1, 3, 64, 64))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ours), timm_pvt()(theirs), rtol=1e-4, atol=1e-4)
+
+
+def test_a_state_dict_gives_features_only_the_files_weights():
+    kwargs = dict(features_only=True, num_classes=10, **pvt_arch())
+    from_file = timm.create_model('inline_pvt_t', pretrained=True, pretrained_cfg_overlay=dict(file=PVT_FILE),
+                                  **kwargs).eval()
+    from_dict = timm.create_model('inline_pvt_t', pretrained=True,
+                                  pretrained_cfg_overlay=dict(state_dict=authors_state()), **kwargs).eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        for a, b in zip(from_file(x), from_dict(x)):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_smp_in_channels_follows():
     import segmentation_models_pytorch as smp
     arch = {k: v for k, v in pvt_arch().items() if k != 'drop_path_rate'}
@@ -187,6 +225,19 @@ def test_errors_speak_the_callers_ecosystem(tmp_path):
         smp.FPN('tu-inline_pvt_t', encoder_weights=True, classes=2, pretrained_cfg_overlay=dict(file=missing))
     assert 'encoder_weights=None' in str(smp_error.value) and 'init_cfg' not in str(smp_error.value)
     assert "smp.<Model>('tu-inline_pvt_t'" in str(smp_error.value)
+
+
+def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeypatch):
+    from inline_dense.checkpoint import DownloadError, cache
+
+    def no_network(url, final, hint, on_complete=None):
+        raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
+    monkeypatch.setattr(cache, 'download', no_network)
+    with pytest.raises(DownloadError) as info:
+        timm.create_model('inline_pvt_t', pretrained=True)
+    text = str(info.value)
+    assert 'init_cfg' not in text and text.endswith('Or pretrained=False for random weights.')
+    assert text.count("pretrained_cfg_overlay=dict(file='/path/to/inline_pvt_t.pth')") == 1
 
 
 def test_the_variant_table_feeds_every_consumer():

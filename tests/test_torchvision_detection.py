@@ -168,10 +168,35 @@ def test_a_checkpoint_that_does_not_fit_is_reported_in_torchvision_terms():
     assert 'init_cfg' not in str(info.value)
 
 
+def test_an_unfit_checkpoint_is_refused_naming_weights_not_init_cfg():
+    pvt = os.path.join(FIXTURES, 'inline_pvt_mini_authors_layout.pth')
+    with pytest.raises(CheckpointError) as info:
+        backbone('inline_swin_t', weights=pvt)
+    text = str(info.value)
+    assert 'does not fit this backbone' in text and 'init_cfg' not in text
+    assert text.endswith("Pass a checkpoint of inline_swin_t as inline_fpn_backbone(weights='/path/to/"
+                         "inline_swin_t.pth') (or its URL), or weights=None to train the backbone from scratch.")
+
+
+def test_a_failed_download_says_what_to_pass_as_weights(no_local_checkpoints, monkeypatch):
+    from inline_dense.checkpoint import DownloadError, cache, resolve
+
+    def no_network(url, final, hint, on_complete=None):
+        raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
+    monkeypatch.setattr(cache, 'download', no_network)
+    with pytest.raises(DownloadError) as info:
+        backbone('inline_pvt_t', weights=True)
+    text = str(info.value)
+    assert "or pass a checkpoint of inline_pvt_t as inline_fpn_backbone(weights='/path/to/inline_pvt_t.pth')" in text
+    assert 'init_cfg' not in text
+    with pytest.raises(DownloadError, match="point the backbone's init_cfg.checkpoint at the file"):
+        resolve('inline://inline_pvt_t')  # outside inline_fpn_backbone: OpenMMLab's terms, as before
+
+
 @pytest.mark.parametrize('weights', [True, 'imagenet', 'IMAGENET', 'DEFAULT', 'IMAGENET1K_V1'])
 def test_weights_names_mean_the_authors_imagenet_file(weights, monkeypatch):
     asked = []
-    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint: asked.append(checkpoint))
+    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint, **_: asked.append(checkpoint))
     backbone('inline_pvt_t', weights=weights)
     assert asked == ['inline://inline_pvt_t']
 
@@ -183,7 +208,7 @@ class OurWeights(enum.Enum):
 
 def test_weights_as_an_enum_member(monkeypatch):
     asked = []
-    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint: asked.append(checkpoint))
+    monkeypatch.setattr(tvd, 'load_pretrained', lambda body, checkpoint, **_: asked.append(checkpoint))
     backbone('inline_swin_t', weights=OurWeights.DEFAULT)
     assert asked == ['inline://inline_swin_t']
     with pytest.raises(ValueError, match='another model'):

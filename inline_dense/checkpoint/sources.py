@@ -26,6 +26,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import variants
 from . import cache
 from .cache import checkpoint_cache
+from .errors import INIT_CFG, current_advice
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,14 @@ def hand_placed_path(variant: str) -> Path:
 
 
 def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
+    """Where to put the file by hand, and how to load it from elsewhere in the terms of the
+    enclosing ``errors.advising`` block (timm's, smp's, torchvision's), else ``init_cfg``'s."""
     where = f'save it as {hand_placed_path(variant)}' if variant else 'save it anywhere'
     get = f'Download {url} by hand (e.g. in a browser) and {where}' if url else f'Put the file there: {where}'
-    return (f'{get}, or point the backbone\'s init_cfg.checkpoint at the file wherever it is; no conversion '
-            f'is needed.')
+    advice = current_advice(INIT_CFG)
+    other = ("point the backbone's init_cfg.checkpoint at the file wherever it is" if advice is INIT_CFG
+             else advice.other_file)
+    return f'{get}, or {other}; no conversion is needed.'
 
 
 def resolve_variant(variant: str, allow_download: bool = True) -> Path:
