@@ -230,9 +230,9 @@ def test_errors_speak_the_callers_ecosystem(tmp_path):
 def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeypatch):
     from inline_dense.checkpoint import DownloadError, cache
 
-    def no_network(url, final, hint, on_complete=None):
+    def no_network(url, out, hint, dest):
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(cache, 'download', no_network)
+    monkeypatch.setattr(cache, 'transfer', no_network)
     with pytest.raises(DownloadError) as info:
         timm.create_model('inline_pvt_t', pretrained=True)
     text = str(info.value)

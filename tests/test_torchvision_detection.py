@@ -181,9 +181,9 @@ def test_an_unfit_checkpoint_is_refused_naming_weights_not_init_cfg():
 def test_a_failed_download_says_what_to_pass_as_weights(no_local_checkpoints, monkeypatch):
     from inline_dense.checkpoint import DownloadError, cache, resolve
 
-    def no_network(url, final, hint, on_complete=None):
+    def no_network(url, out, hint, dest):
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(cache, 'download', no_network)
+    monkeypatch.setattr(cache, 'transfer', no_network)
     with pytest.raises(DownloadError) as info:
         backbone('inline_pvt_t', weights=True)
     text = str(info.value)
