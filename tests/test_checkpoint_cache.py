@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import test_checkpoint_download as downloads
-from reference_models import authors_checkpoint
+import torch
+from reference_models import authors_checkpoint, load_reference
 from test_checkpoint_download import cache_entries, cached, publish
 
 from helpers import module_chains
@@ -85,6 +86,24 @@ def test_a_download_goes_one_way(server, monkeypatch):
     chains = module_chains(lambda: resolve('inline://inline_swin_t'), 'inline_dense.checkpoint')
     assert ('sources', 'cache', 'download') in chains and ('sources', 'cache', 'archive') in chains
     assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
+
+
+def test_load_pretrained_goes_one_way(server, monkeypatch):
+    """The whole of a first ``load_pretrained``: resolve and download, the safe read, the checks and
+    the load, with no module of inline_dense.checkpoint entered twice on one call stack."""
+    from inline_dense.checkpoint import load_pretrained
+    from inline_dense.models import InLineSwin
+    publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
+    arch = load_reference('inline_swin_mini')['arch']
+    model = InLineSwin(embed_dims=arch['embed_dim'], depths=arch['depths'], num_heads=arch['num_heads'],
+                       attn_type=arch['attn_type'], out_norm=False)
+    chains = module_chains(lambda: load_pretrained(model, 'inline://inline_swin_t'), 'inline_dense.checkpoint')
+    for expected in [('loading', 'sources', 'cache', 'download'), ('loading', 'reading', 'safe_unpickle'),
+                     ('loading', 'finite')]:
+        assert expected in chains, expected
+    assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
+    weights = torch.load(authors_checkpoint('inline_swin_mini'), weights_only=True)['model']['patch_embed.proj.weight']
+    assert torch.equal(model.patch_embed.proj.weight.detach(), weights)
 
 
 def test_two_urls_with_one_server_name_downloading_at_once(server):
