@@ -36,7 +36,8 @@ SMALL_DECODERS = {'UPerNet': dict(decoder_channels=64),
 
 @dataclass
 class ToyRun:
-    """What a run measured. ``chance_miou``: predicting the most frequent training class everywhere."""
+    """What a run measured. ``chance_miou``: predicting the most frequent training class everywhere;
+    ``epochs``: the epochs that took a step (the last may be partial), one mean loss each in ``losses``."""
     miou: float
     chance_miou: float
     class_iou: Dict[str, float]
@@ -221,5 +222,5 @@ def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str
     trained = time.perf_counter() - train_start
     miou, per_class = evaluate(model, x_val, y_val, num_classes)
     return ToyRun(miou=miou, chance_miou=chance_miou(y_train, y_val, num_classes),
-                  class_iou=dict(zip(TOY_ADE_CLASSES, per_class)), epochs=epoch, steps=steps,
+                  class_iou=dict(zip(TOY_ADE_CLASSES, per_class)), epochs=len(losses), steps=steps,
                   train_seconds=trained, total_seconds=time.perf_counter() - start, losses=losses)
