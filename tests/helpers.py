@@ -81,6 +81,16 @@ def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:
     return cfg
 
 
+def no_network_downloads(monkeypatch: Any) -> None:
+    """Every checkpoint download fails at once as an offline machine's would: the cache's one HTTP
+    call (``checkpoint.cache.transfer``) raises DownloadError with the caller's hint."""
+    from inline_dense.checkpoint import DownloadError, cache
+
+    def no_network(url: str, out: Any, hint: str, dest: Path) -> Dict[str, Any]:
+        raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
+    monkeypatch.setattr(cache, 'transfer', no_network)
+
+
 def module_chains(call: Callable[[], Any], package: str) -> Set[Tuple[str, ...]]:
     """Runs ``call`` and returns every call stack it made, as the chain of ``package``'s modules on it
     (last name part; other modules left out, a module calling itself counted once). A chain naming a

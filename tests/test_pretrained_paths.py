@@ -11,6 +11,7 @@ import torch
 
 import inline_dense.smp  # noqa: F401  (registers the models with timm and smp)
 import inline_dense.timm
+from helpers import no_network_downloads
 from inline_dense import variants
 from inline_dense.checkpoint import CheckpointError, IntegerWeightsError, load_pretrained, resolve
 from inline_dense.checkpoint.finite import NonFiniteWeightsError
@@ -228,11 +229,8 @@ def test_errors_speak_the_callers_ecosystem(tmp_path):
 
 
 def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeypatch):
-    from inline_dense.checkpoint import DownloadError, cache
-
-    def no_network(url, out, hint, dest):
-        raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(cache, 'transfer', no_network)
+    from inline_dense.checkpoint import DownloadError
+    no_network_downloads(monkeypatch)
     with pytest.raises(DownloadError) as info:
         timm.create_model('inline_pvt_t', pretrained=True)
     text = str(info.value)

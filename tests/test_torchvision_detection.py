@@ -15,6 +15,7 @@ from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.ops.feature_pyramid_network import ExtraFPNBlock, LastLevelP6P7
 
 import inline_dense.torchvision_detection as tvd
+from helpers import no_network_downloads
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.torchvision_detection import InLineFPNBackbone, inline_fpn_backbone, pass_image_sizes
 
@@ -179,11 +180,8 @@ def test_an_unfit_checkpoint_is_refused_naming_weights_not_init_cfg():
 
 
 def test_a_failed_download_says_what_to_pass_as_weights(no_local_checkpoints, monkeypatch):
-    from inline_dense.checkpoint import DownloadError, cache, resolve
-
-    def no_network(url, out, hint, dest):
-        raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
-    monkeypatch.setattr(cache, 'transfer', no_network)
+    from inline_dense.checkpoint import DownloadError, resolve
+    no_network_downloads(monkeypatch)
     with pytest.raises(DownloadError) as info:
         backbone('inline_pvt_t', weights=True)
     text = str(info.value)
