@@ -37,17 +37,16 @@ def test_mmcv_without_ops_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
     """Whichever distribution provides ``mmcv`` (mmcv-lite, onedl-mmcv built without ops, or a
     compiled mmcv): the stand-in serves exactly when it ships no compiled ``mmcv._ext``."""
     import importlib.metadata
-    import re
 
     import mmcv
 
     from inline_dense.openmmlab.mmcv_ops import mmcv_ext, uses_stand_in
+    from inline_dense_dev import uvlock
     dist, = set(importlib.metadata.packages_distributions()['mmcv'])
-    lock = 'lock-onedl.txt' if dist.startswith('onedl') else 'lock.txt'
-    pins = dict(re.findall(r'^([A-Za-z0-9._-]+)==([^\s;\\]+)', (ROOT / 'requirements' / lock).read_text(), re.M))
     compiled = any(f.name.startswith('_ext') and f.suffix == '.so' for f in importlib.metadata.files(dist) or ())
     # MMCV=full compiles mmcv of the version the lock pins for mmcv-lite
-    assert mmcv.__version__ == pins.get(dist, pins.get('mmcv-lite')), f'{dist} is not the version {lock} pins'
+    locked = uvlock.package('mmcv-lite' if dist == 'mmcv' else dist).version
+    assert mmcv.__version__ == locked, f'{dist} is not the version uv.lock pins'
     if compiled:
         assert not uses_stand_in(), f'mmcv._ext is {mmcv_ext()}, but {dist} has compiled ops'
     else:

@@ -1,9 +1,9 @@
-"""Which Pythons the setup takes, where its environment goes (INLINE_DENSE_VENV), and that the
-setup, setup.py, the lock and the 3.13 CI step say the same about both."""
+"""Which Pythons the setup takes (pyproject.toml's requires-python), where its environment goes
+(INLINE_DENSE_VENV), and that the setup, pyproject.toml, uv.lock and the CI steps say the same."""
 import os
-import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,74 +18,64 @@ def setup_env(load_tool):
 
 
 def supported_names(setup_env) -> list:
-    return ['%d.%d' % v for v in setup_env.SUPPORTED_PYTHONS]
+    low, high = setup_env.supported_pythons()
+    return [f'{low[0]}.{minor}' for minor in range(low[1], high[1])]
 
 
-def test_python_3_13_is_taken_and_3_9_3_10_are_refused_before_pip(setup_env):
-    for version in ((3, 11), (3, 12), (3, 13)):
-        setup_env.check_python(version)
+def test_the_pythons_come_from_requires_python(setup_env):
+    spec = SpecifierSet(tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['requires-python'])
+    names = supported_names(setup_env)
+    assert names == ['3.11', '3.12', '3.13']
+    for name in names:
+        assert spec.contains(f'{name}.0')
+        setup_env.check_python(tuple(map(int, name.split('.'))))
     for version in ((3, 9), (3, 10), (3, 14)):
+        assert not spec.contains('%d.%d.0' % version)
         with pytest.raises(setup_env.SetupError, match=rf'Python {version[0]}\.{version[1]} is not supported') as err:
             setup_env.check_python(version)
-        assert '3.11, 3.12, 3.13' in str(err.value)
-        assert any('PYTHON=python3.13' in hint for hint in err.value.hints)
+        assert '3.11, 3.12, 3.13' in str(err.value) and 'PYTHON=python3.13' in err.value.hint
 
 
-def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(setup_env):
-    """mmcv 2.1.0's sdist fails on 3.13 while pip prepares it (KeyError: '__version__')."""
+def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(load_tool, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / 'tools'))
+    monkeypatch.setitem(sys.modules, 'setup_env', load_tool('setup_env'))
+    import mmcv_full
     for version in ((3, 11), (3, 12)):
-        setup_env.check_python(version, 'full')
-    setup_env.check_python((3, 13), 'lite')
-    with pytest.raises(setup_env.SetupError, match=r'MMCV=full does not build on Python 3\.13.*PEP 667') as err:
-        setup_env.check_python((3, 13), 'full')
-    assert any('MMCV=lite' in hint and 'PYTHON=python3.12' in hint for hint in err.value.hints)
+        mmcv_full.check_python(version)
+    with pytest.raises(mmcv_full.SetupError, match=r'MMCV=full does not build on Python 3\.13.*PEP 667') as err:
+        mmcv_full.check_python((3, 13))
+    assert 'MMCV=lite' in err.value.hint and 'PYTHON=python3.12' in err.value.hint
 
 
-def test_setup_py_admits_every_supported_python_and_no_newer_one(setup_env):
-    text = (ROOT / 'setup.py').read_text(encoding='utf-8')
-    spec = SpecifierSet(re.search(r"python_requires='([^']+)'", text).group(1))
-    for name in supported_names(setup_env):
-        assert spec.contains(f'{name}.0'), name
-    newest = setup_env.SUPPORTED_PYTHONS[-1]
-    assert not spec.contains('%d.%d.0' % (newest[0], newest[1] + 1))
-
-
-def test_the_help_the_shell_entry_and_the_lock_name_the_supported_pythons(setup_env, capsys):
+def test_the_help_the_shell_entry_and_the_classifiers_name_the_supported_pythons(setup_env, capsys):
     assert setup_env.main(['--help']) == 0
     help_text = capsys.readouterr().out
-    assert '3.11, 3.12 or 3.13' in help_text and 'INLINE_DENSE_VENV' in help_text
+    names = supported_names(setup_env)
+    assert f'{", ".join(names[:-1])} or {names[-1]}' in help_text and 'INLINE_DENSE_VENV' in help_text
     shell = (ROOT / 'tools' / 'setup_env.sh').read_text(encoding='utf-8')
-    first, last = supported_names(setup_env)[0], supported_names(setup_env)[-1]
-    assert f'Python {first}-{last}' in shell and f'python{last}' in shell
-    for stack in setup_env.STACKS.values():
-        lock_head = ' '.join(line.lstrip('# ') for line in stack.lock.read_text(encoding='utf-8').splitlines()
-                             if line.startswith('#'))
-        assert f'Python {", ".join(supported_names(setup_env)[:-1])} and {last}' in lock_head, stack.name
-    # ... and the locks are resolved from the oldest of them up (uv pip compile --universal)
-    args = setup_env.compile_args(setup_env.STACKS['onedl'], Path('out.txt'))
-    assert args[args.index('--python-version') + 1] == first and '--universal' in args
+    assert f'Python {names[0]}-{names[-1]}' in shell and f'python{names[-1]}' in shell
+    classifiers = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['classifiers']
+    assert [c.rsplit(' ', 1)[1] for c in classifiers if c.startswith('Programming Language :: Python :: 3.')] == names
 
 
-def test_both_locks_pin_the_development_and_test_packages(setup_env):
-    for stack in setup_env.STACKS.values():
-        pins = setup_env.read_pins(stack.lock)
-        for name in ('timm', 'segmentation-models-pytorch', 'ruff', 'mypy', 'pytest', 'pip', 'torch'):
-            assert name in pins, (stack.name, name)
-        assert pins['transformers'].startswith('5.'), stack.name  # a test-only package, 5.x
-        assert pins['torch'] == setup_env.read_pins(setup_env.LOCK)['torch']  # one torch for both stacks
+def test_the_lock_pins_one_torch_and_the_development_packages_for_both_stacks():
+    from inline_dense_dev import uvlock
+    packages = uvlock.read()
+    for name in ('torch', 'torchvision', 'timm', 'segmentation-models-pytorch', 'ruff', 'mypy', 'pytest', 'pip',
+                 'mmcv-lite', 'mmdet', 'onedl-mmcv', 'onedl-mmdetection', 'imaug'):
+        assert len(packages[name]) == 1, name  # one version: the same torch on both stacks
+    assert uvlock.package('transformers').version.startswith('5.')  # a test-only package, 5.x
+    for versions in packages.values():
+        for p in versions:  # every file carries its hash (uv checks them), this project aside
+            files = [*p.wheels, *([p.sdist] if p.sdist else [])]
+            assert p.name == 'inline-dense' or (files and all(str(f['hash']).startswith('sha256:') for f in files))
 
 
-def test_inline_dense_venv_wins_over_the_active_environment(setup_env, tmp_path, monkeypatch):
-    monkeypatch.delenv('INLINE_DENSE_VENV', raising=False)
-    monkeypatch.delenv('VIRTUAL_ENV', raising=False)
-    assert setup_env.chosen_venv() == ROOT / '.venv'
-    assert setup_env.owned_by_setup(ROOT / '.venv')
-    monkeypatch.setenv('VIRTUAL_ENV', str(tmp_path / 'active'))
-    assert setup_env.chosen_venv() == tmp_path / 'active'
-    assert not setup_env.owned_by_setup(tmp_path / 'active')  # a user's environment: warn, never delete
-    monkeypatch.setenv('INLINE_DENSE_VENV', str(tmp_path / 'py313'))
-    assert setup_env.chosen_venv() == tmp_path / 'py313'
-    assert setup_env.owned_by_setup(tmp_path / 'py313')
+def test_the_version_is_pyprojects(setup_env):
+    import inline_dense
+    version = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['version']
+    assert inline_dense.__version__ == version
+    assert f'## [{version}]' in (ROOT / 'CHANGELOG.md').read_text(encoding='utf-8')
 
 
 def run_entry(tmp_path, **env) -> subprocess.CompletedProcess:
@@ -101,7 +91,7 @@ def test_the_shell_entry_plans_for_inline_dense_venv_with_python(tmp_path):
     proc = run_entry(tmp_path, INLINE_DENSE_VENV=str(venv), PYTHON=sys.executable)
     assert proc.returncode == 0, proc.stderr
     out = dict(line.split(': ', 1) for line in proc.stdout.splitlines())
-    assert out['environment'] == str(venv) and out['plan'] == 'install'
+    assert out['environment'] == str(venv) and out['environment-now'] == 'made by uv'
     assert out['python'] == '%d.%d.%d' % sys.version_info[:3]
     assert not venv.exists()
 
@@ -112,26 +102,38 @@ def test_the_shell_entry_names_the_pythons_when_none_is_found(tmp_path):
     assert 'no Python interpreter' in proc.stderr and 'Python 3.11-3.13' in proc.stderr
 
 
-def test_the_ci_step_sets_up_python_3_13_like_ci_step_one():
-    """.ci/py313.sh: an empty pip cache and setup cache, no compiler, its own environment, and the
-    fidelity, ops and toy end-to-end tests."""
-    step = (ROOT / '.ci' / 'py313.sh').read_text(encoding='utf-8')
-    for needed in ('INLINE_DENSE_VENV=', 'PIP_CACHE_DIR="$scratch/pip-cache"', 'INLINE_DENSE_CACHE="$scratch/cache"',
-                   'no-compiler', 'sys.version_info[:2] == (3, 13)', 'tests/test_fidelity.py',
-                   'tests/test_mmcv_ops.py', 'tests/test_toy_e2e.py'):
-        assert needed in step, needed
-    assert subprocess.run(['bash', '-n', str(ROOT / '.ci' / 'py313.sh')]).returncode == 0
+def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environments():
+    """.ci/run, .ci/py313.sh and .ci/other_stack.sh: each sets up into its own scratch environment
+    with empty uv, pip and setup caches and failing compilers first on PATH; .ci/run never touches
+    the checkout's .venv; the newest Python's step also runs the fidelity, ops and toy tests and the
+    core at the lock's torch; the other stack runs every test (no -m filter: the slow ones too)."""
+    ci = ROOT / '.ci'
+    lib = (ci / 'lib.sh').read_text(encoding='utf-8')
+    assert "trap 'rm -rf \"$scratch\"' EXIT" in lib and 'exit 1' in lib
+    for name in ('run', 'py313.sh', 'other_stack.sh'):
+        step = (ci / name).read_text(encoding='utf-8')
+        for needed in ('source .ci/lib.sh', 'INLINE_DENSE_CACHE="$scratch/cache"', 'UV_CACHE_DIR="$scratch/uv-cache"',
+                       'PIP_CACHE_DIR="$scratch/pip-cache"', 'PATH="$no_compiler:$PATH"', 'bash tools/setup_env.sh'):
+            assert needed in step, (name, needed)
+        assert 'rm -rf .venv' not in step and '.venv/bin' not in step, name
+        assert subprocess.run(['bash', '-n', str(ci / name)]).returncode == 0
+    run = (ci / 'run').read_text(encoding='utf-8')
+    assert 'export INLINE_DENSE_VENV="$scratch/venv"' in run
+    for needed in ('bash .ci/core_only.sh floor', 'bash .ci/py313.sh', 'bash .ci/other_stack.sh',
+                   'tools/gpu_check.py --prepare "$INLINE_DENSE_GPU_WHEELS"', '-m pytest -q tests/test_gpu_wheels.py'):
+        assert needed in run, needed
+    py313 = (ci / 'py313.sh').read_text(encoding='utf-8')
+    for needed in ('tests/test_fidelity.py', 'tests/test_mmcv_ops.py', 'tests/test_toy_e2e.py',
+                   'bash .ci/core_only.sh newest'):
+        assert needed in py313, needed
+    other = (ci / 'other_stack.sh').read_text(encoding='utf-8')
+    assert '-m pytest -q -n auto --maxschedchunk 1 tests' in other and '${OTHER_STACK:-onedl}' in other
+    assert ' -m "not slow"' not in other and "-m 'not slow'" not in other
 
 
-def test_the_ci_runs_the_whole_suite_on_the_other_stack_from_nothing():
-    """.ci/other_stack.sh: STACK=onedl into its own environment with empty uv, pip and setup caches and
-    no compiler, then every test (no -m filter: the slow ones too); .ci/run calls it."""
-    step = (ROOT / '.ci' / 'other_stack.sh').read_text(encoding='utf-8')
-    for needed in ('STACK="$stack"', 'INLINE_DENSE_VENV="$venv"', 'UV_CACHE_DIR="$scratch/uv-cache"',
-                   'PIP_CACHE_DIR="$scratch/pip-cache"', 'INLINE_DENSE_CACHE="$scratch/cache"', 'no-compiler',
-                   '-m pytest -q -n auto --maxschedchunk 1 tests', '${OTHER_STACK:-onedl}'):
-        assert needed in step, needed
-    assert ' -m "not slow"' not in step and "-m 'not slow'" not in step
-    assert 'bash .ci/other_stack.sh' in (ROOT / '.ci' / 'run').read_text(encoding='utf-8')
-    assert 'UV_CACHE_DIR="$scratch/uv-cache"' in (ROOT / '.ci' / 'py313.sh').read_text(encoding='utf-8')
-    assert subprocess.run(['bash', '-n', str(ROOT / '.ci' / 'other_stack.sh')]).returncode == 0
+def test_the_ci_finds_the_pythons_pyproject_admits(tmp_path):
+    code = 'source .ci/lib.sh; echo "$(python_floor) $(python_newest)"; find_python "$(python_floor)"'
+    proc = subprocess.run(['bash', '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    floor_newest, found = proc.stdout.splitlines()[:2]
+    assert floor_newest == '3.11 3.13'
+    assert subprocess.run([found, '-c', 'import sys; assert sys.version_info[:2] == (3, 11)']).returncode == 0
