@@ -1,9 +1,12 @@
 """The wheel folder for the GPU machine: its requirement check (markers, extras, versions, the
-opencv stand-in) on hand-made wheels, the download loop and the sdist build on a fake index, and
-a prepared folder in the checkout when there is one. Nothing here reaches the package index: the
-real folder is made by a CI step (``tools/gpu_check.py --prepare``, in ``.ci/run``)."""
+opencv stand-in) on hand-made wheels, the closure of a small lock, the download loop and the sdist
+build on a fake index, and the closure of the real uv.lock. Nothing here reaches the package index:
+the real folder is made by a CI step (``tools/gpu_check.py --prepare``, in ``.ci/run``), which then
+runs this file with $INLINE_DENSE_GPU_WHEELS naming it: its completeness test runs there."""
+import dataclasses
+import hashlib
+import os
 import shutil
-import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
@@ -12,6 +15,7 @@ from typing import Dict, List
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from inline_dense_dev import uvlock
 from inline_dense_dev.gpu_check import wheels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,37 +59,64 @@ def test_two_versions_of_one_package_are_refused(tmp_path):
         wheels.read_folder(tmp_path)
 
 
-def test_fill_closure_downloads_what_the_machine_lacks(tmp_path, monkeypatch):
-    """The loop on a fake index: alpha -> beta (missing) -> numpy (on the machine); a root the
-    machine has (setuptools) travels anyway; a requirement without a pin is an error."""
+def fake_lock(tmp_path: Path, packages: Dict[str, tuple]) -> Dict[str, list]:
+    """A uv.lock of ``name: (version, [dependencies as TOML inline tables])``, each with one wheel
+    (or, version ending in '-sdist', an sdist only) at a file:// URL of ``tmp_path / 'index'``."""
     index = tmp_path / 'index'
-    index.mkdir()
-    make_wheel(index, 'alpha', '1.0', ['beta', 'pyyaml'])
-    make_wheel(index, 'beta', '2.0', ['numpy>=2', 'omega; extra == "x"'])
-    make_wheel(index, 'setuptools', '80.9.0', [])
-    make_wheel(index, 'gamma', '1.0', ['unpinned'])
-    calls = []
+    index.mkdir(exist_ok=True)
+    text = 'version = 1\n'
+    for name, (version, deps) in packages.items():
+        path = make_wheel(index, name, version, [])
+        digest = 'sha256:' + hashlib.sha256(path.read_bytes()).hexdigest()
+        text += (f'[[package]]\nname = "{name}"\nversion = "{version}"\ndependencies = [{", ".join(deps)}]\n'
+                 f'wheels = [{{ url = "file://{path}", hash = "{digest}" }}]\n')
+    (tmp_path / 'uv.lock').write_text(text)
+    return uvlock.read(tmp_path / 'uv.lock')
 
-    def fake_download(specs, dest, binary=True, python=wheels.PYTHON):
-        calls.append(list(specs))
-        for spec in specs:
-            name, version = spec.split('==')
-            (Path(dest) / f'{name}-{version}-py3-none-any.whl').write_bytes(
-                (index / f'{name}-{version}-py3-none-any.whl').read_bytes())
-        return subprocess.CompletedProcess([], 0, '', '')
 
-    monkeypatch.setattr(wheels, 'pip_download', fake_download)
-    pins = {'alpha': '1.0', 'beta': '2.0', 'setuptools': '80.9.0', 'gamma': '1.0'}
-    got = wheels.fill_closure(tmp_path / 'out', pins, roots=['alpha', 'setuptools'], log=lambda _: None)
-    assert sorted(got) == ['alpha', 'beta', 'setuptools']
-    assert calls == [['alpha==1.0', 'setuptools==80.9.0'], ['beta==2.0']]
-    pins['beta'] = '2.1'  # the lock moved on: the old wheel goes, the new one comes
-    make_wheel(index, 'beta', '2.1', [])
-    got = wheels.fill_closure(tmp_path / 'out', pins, roots=['alpha', 'setuptools'], log=lambda _: None)
-    assert got['beta'].version == '2.1' and calls[-1] == ['beta==2.1']
-    assert not (tmp_path / 'out' / 'beta-2.0-py3-none-any.whl').exists()
-    with pytest.raises(wheels.WheelFolderError, match='unpinned'):
-        wheels.fill_closure(tmp_path / 'out2', pins, roots=['gamma'], log=lambda _: None)
+def copy_get(url: str, digest: str, dest: Path) -> Path:
+    path = Path(url.removeprefix('file://'))
+    assert 'sha256:' + hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    return Path(shutil.copy(path, dest))
+
+
+def test_the_closure_follows_the_lock_to_what_the_machine_has(tmp_path):
+    """alpha -> beta (missing) -> numpy (on the machine); gamma only on Windows; delta only for the
+    other stack; a root the machine has (setuptools) travels anyway; a name the lock lacks is an error."""
+    packages = fake_lock(tmp_path, {
+        'alpha': ('1.0', ['{ name = "beta" }', '{ name = "pyyaml" }',
+                          '{ name = "gamma", marker = "sys_platform == \'win32\'" }',
+                          '{ name = "delta", marker = "extra == \'extra-12-inline-dense-onedl\'" }']),
+        'beta': ('2.0', ['{ name = "numpy" }',
+                         '{ name = "scipy", version = "1.18.1", marker = "python_full_version >= \'3.12\'" }']),
+        'setuptools': ('80.9.0', []), 'gamma': ('1.0', []), 'delta': ('1.0', []), 'numpy': ('2.4.0', []),
+        'scipy': ('1.18.1', ['{ name = "epsilon" }']), 'epsilon': ('1.0', []),
+        'orphan': ('1.0', ['{ name = "missing" }'])})
+    got = wheels.closure(packages, roots=['alpha', 'setuptools'])
+    assert sorted(got) == ['alpha', 'beta', 'setuptools']  # scipy is on the machine: epsilon is not followed
+    with pytest.raises(wheels.WheelFolderError, match='missing must travel'):
+        wheels.closure(packages, roots=['orphan'])
+    out = tmp_path / 'out'
+    logs: List[str] = []
+    folder = wheels.fill_closure(out, packages, roots=['alpha', 'setuptools'], log=logs.append, get=copy_get)
+    assert sorted(folder) == ['alpha', 'beta', 'setuptools'] and len(logs) == 3
+    make_wheel(out, 'stale', '0.1', [])  # from an older lock: removed
+    newer = make_wheel(tmp_path / 'index', 'beta', '2.1', [])  # the lock moved on: the old wheel goes
+    packages['beta'] = [dataclasses.replace(packages['beta'][0], version='2.1', wheels=(
+        {'url': f'file://{newer}', 'hash': 'sha256:' + hashlib.sha256(newer.read_bytes()).hexdigest()},))]
+    folder = wheels.fill_closure(out, packages, roots=['alpha', 'setuptools'], log=logs.append, get=copy_get)
+    assert folder['beta'].version == '2.1' and sorted(folder) == ['alpha', 'beta', 'setuptools']
+    assert sorted(p.name for p in out.iterdir())[1] == 'beta-2.1-py3-none-any.whl'
+
+
+def test_the_real_lock_gives_the_mm_stack_and_nothing_the_machine_has():
+    got = wheels.closure(uvlock.read())
+    assert set(map(canonicalize_name, wheels.ROOTS)) <= set(got)
+    assert not {'numpy', 'torch', 'opencv-python', 'pillow', 'scipy'} & set(got)
+    assert got['mmcv-lite'].version == uvlock.package('mmcv-lite').version
+    for package in got.values():  # each has a file the machine installs (or a pure sdist, built here)
+        tags = [parse_wheel_filename(str(w['url']).rsplit('/', 1)[1])[3] for w in package.wheels]
+        assert package.sdist or any(t & wheels.machine_tags() for t in tags), package.name
 
 
 @pytest.mark.slow
@@ -105,17 +136,12 @@ def test_sdist_only_package_is_built_into_a_pure_wheel(tmp_path, monkeypatch):
     with tarfile.open(sdist, 'w:gz') as tf:
         tf.add(project, arcname=project.name)
 
-    def fake_download(specs, dest, binary=True, python=wheels.PYTHON):
-        assert specs == ['tinypkg==0.1']
-        if binary:
-            return subprocess.CompletedProcess([], 1, '', 'ERROR: No matching distribution found')
-        shutil.copy(sdist, dest)
-        return subprocess.CompletedProcess([], 0, '', '')
-
-    monkeypatch.setattr(wheels, 'pip_download', fake_download)
+    digest = 'sha256:' + hashlib.sha256(sdist.read_bytes()).hexdigest()
+    windows_only = ({'url': 'file:///x/tinypkg-0.1-cp313-cp313-win_amd64.whl', 'hash': 'sha256:0'},)
+    locked = uvlock.Package('tinypkg', '0.1', (), {}, windows_only, {'url': f'file://{sdist}', 'hash': digest})
     out = tmp_path / 'out'
     out.mkdir()
-    built = wheels.fetch('tinypkg', '0.1', out)
+    built = wheels.fetch(locked, out, get=copy_get)  # no wheel for the machine: the sdist, built here
     assert built == out / 'tinypkg-0.1-py3-none-any.whl'
     assert [str(r) for r in wheels.read_wheel(built).requires] == ['addict']
 
@@ -124,11 +150,11 @@ def check_folder(folder: Path) -> None:
     """Complete, one pinned version each, wheels that install on CPython 3.12 x86-64 Linux, the
     fixtures inside."""
     assert wheels.unmet_requirements(folder) == []
-    pins = wheels.read_lock()
+    wanted = wheels.closure(uvlock.read())
     carried = wheels.read_folder(folder)
-    assert set(map(canonicalize_name, wheels.ROOTS)) <= set(carried)
+    assert set(carried) == set(wanted)
     for name, wheel in carried.items():
-        assert wheel.version == pins[name], f'{wheel.path.name} is not the lock\'s {pins[name]}'
+        assert wheel.version == wanted[name].version, f'{wheel.path.name} is not the lock\'s {wanted[name].version}'
         tags = parse_wheel_filename(wheel.path.name)[3]
         assert any(t.interpreter in ('py3', 'py2', 'cp312') or t.abi == 'abi3' for t in tags), wheel.path.name
         assert all(t.platform == 'any' or t.platform.endswith('x86_64') for t in tags), wheel.path.name
@@ -136,7 +162,11 @@ def check_folder(folder: Path) -> None:
         assert (folder / wheels.FIXTURE_DIR / name).is_file()
 
 
-@pytest.mark.skipif(not (ROOT / 'gpu_wheels').is_dir(), reason='no gpu_wheels/ in this checkout (made by '
-                    'python tools/gpu_check.py --prepare gpu_wheels)')
-def test_checkout_gpu_wheels_is_complete():
-    check_folder(ROOT / 'gpu_wheels')
+PREPARED = Path(os.environ.get('INLINE_DENSE_GPU_WHEELS') or ROOT / 'gpu_wheels')
+
+
+@pytest.mark.skipif(not PREPARED.is_dir() and not os.environ.get('INLINE_DENSE_GPU_WHEELS'),
+                    reason='no prepared folder: $INLINE_DENSE_GPU_WHEELS (CI sets it) or gpu_wheels/ (made by python '
+                    'tools/gpu_check.py --prepare gpu_wheels)')
+def test_the_prepared_gpu_wheels_are_complete():
+    check_folder(PREPARED)

@@ -1,32 +1,34 @@
 """The wheel folder that travels to a GPU machine with no network, and the check that it is complete.
 
-The GPU machine (Python 3.12 on x86-64 Linux, CUDA torch, no mmengine/mmcv/mmdet/mmseg) gets
-every missing package as a wheel pinned by ``requirements/lock.txt``, installed there with
-``pip install --no-index --no-deps --target DIR``. :func:`prepare_wheel_folder` fills the folder
-here: it downloads :data:`ROOTS` (``pip download --only-binary=:all: --no-deps`` for Python 3.12
-manylinux), reads each wheel's ``Requires-Dist`` and downloads, round after round, every
-requirement the machine lacks, so the folder is the requirement closure, not a hand-made list.
-A package published only as an sdist is built here into a wheel (``pip wheel --no-deps``),
-which must come out pure Python (``none-any``). :func:`unmet_requirements` says what a folder
-leaves unsatisfied.
+The GPU machine (Python 3.12 on x86-64 Linux, CUDA torch, no mmengine/mmcv/mmdet/mmseg) gets every
+package it lacks as a wheel, installed there with ``pip install --no-index --no-deps --target DIR``.
+:func:`closure` computes the list from uv.lock alone: from :data:`ROOTS` it follows the locked
+dependencies (their markers evaluated for that machine, the default stack's fork) and stops at what
+the machine's image ships (:data:`DEVICE_IMAGE`). :func:`prepare_wheel_folder` downloads those wheels
+from the URLs uv.lock pins, checking each file's hash; a package locked only as an sdist is built here
+into a wheel, which must be pure Python. :func:`unmet_requirements` checks a folder independently of
+the lock: every ``Requires-Dist`` of its wheels is met by another wheel or by the machine.
 """
 import email.parser
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.markers import Marker
 from packaging.requirements import Requirement
+from packaging.tags import Tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LOCK_FILE = REPO_ROOT / 'requirements' / 'lock.txt'
+from .. import uvlock
 
 # What the check imports that the GPU machine lacks, with why when a package's metadata does not say it.
 ROOTS: Dict[str, str] = {
@@ -35,52 +37,36 @@ ROOTS: Dict[str, str] = {
     'mmdet': 'detectors, Swin-T and PVT-T',
     'mmsegmentation': 'mmseg registries (imported by inline_dense.models)',
     'ftfy': "mmseg.utils imports it at import time; mmsegmentation's metadata lists it only as an extra",
-    'setuptools': "mmengine 0.10.7 resolves 'mmdet::' config paths with pkg_resources, which setuptools >= 81 "
+    'setuptools': "mmengine 0.10 resolves 'mmdet::' config paths with pkg_resources, which setuptools >= 81 "
                   "dropped; the machine's setuptools version is unknown, so the lock's (< 81) travels",
 }
 
-# The GPU machine's packages ('python3 -m pip list' of its image, read 2026-11-17, device/KINDS.md).
-GPU_MACHINE_PACKAGES = frozenset(canonicalize_name(n) for n in '''
-absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
-charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
-cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
-flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
-huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin
-jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax
-llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack
-multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro
-nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft
-nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py
-nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
-opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec
-patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11
-py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov pytest-mock
-pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu
-scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers setuptools
-shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server
-tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geometric
-torchmetrics torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3
-uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
-'''.split())
-# Versions seen there (the same pip list); a requirement on these is checked against them.
-GPU_MACHINE_VERSIONS = {'torch': '2.11.0', 'torchvision': '0.26.0', 'numpy': '2.5.2', 'triton': '3.6.0',
-                        'safetensors': '0.8.0', 'huggingface-hub': '1.33.0'}
+# What the GPU machine's image ships among the packages the closure and the check meet, with the
+# version where one was seen (None: not read). Source: the device tool's KINDS.md, nvidia-h200,
+# "Python packages already there" (read on a machine of that image on 2026-11-17) and its "pip list"
+# row (2026-11). When the image changes: read those again, then prepare the folder again.
+DEVICE_IMAGE_READ = '2026-11-17'
+DEVICE_IMAGE: Dict[str, Optional[str]] = {
+    'matplotlib': None, 'numpy': '2.5.2', 'opencv-python-headless': None, 'packaging': None, 'pillow': None,
+    'pyyaml': None, 'rich': None, 'safetensors': '0.8.0', 'scipy': None, 'six': None, 'torch': '2.11.0',
+    'torchvision': '0.26.0', 'tqdm': None, 'triton': '3.6.0',
+}
 # A requirement on the key is met by the value: the same import name (cv2) without GUI libraries.
 SATISFIED_BY = {'opencv-python': 'opencv-python-headless'}
 
 PYTHON = '3.12'  # the GPU machine's
-
-
-def target_env(python: str = PYTHON) -> Dict[str, str]:
-    """Marker values of CPython ``python`` on x86-64 Linux; the empty extra turns off every
-    'extra == ...' requirement."""
-    return dict(python_version=python, python_full_version=f'{python}.0', sys_platform='linux',
-                platform_system='Linux', platform_machine='x86_64', os_name='posix',
-                implementation_name='cpython', platform_python_implementation='CPython', extra='')
 PLATFORMS = ('manylinux_2_28_x86_64', 'manylinux_2_27_x86_64', 'manylinux_2_24_x86_64',
              'manylinux_2_17_x86_64', 'manylinux2014_x86_64', 'manylinux1_x86_64')
 FIXTURES = ('mmcv_ops_reference.pt',)
 FIXTURE_DIR = 'fixtures'
+STACK_EXTRA = 'extra-12-inline-dense-lite'  # uv's marker for the default stack's fork ([lite])
+
+
+def target_env(python: str = PYTHON, extra: str = '') -> Dict[str, str]:
+    """Marker values of CPython ``python`` on x86-64 Linux; ``extra`` '' turns off every 'extra == ...'."""
+    return dict(python_version=python, python_full_version=f'{python}.0', sys_platform='linux',
+                platform_system='Linux', platform_machine='x86_64', os_name='posix',
+                implementation_name='cpython', platform_python_implementation='CPython', extra=extra)
 
 
 class WheelFolderError(RuntimeError):
@@ -94,22 +80,6 @@ class Wheel:
     version: str
     path: Path
     requires: List[Requirement] = field(default_factory=list)
-
-
-def read_lock(path: Path = LOCK_FILE) -> Dict[str, str]:
-    """``name==version`` lines of the lock file -> {normalised name: version}. uv's format:
-    ``--hash`` continuation lines are skipped, a line's ``\\`` and markers dropped (a name locked
-    once per Python keeps its first version)."""
-    pins: Dict[str, str] = {}
-    for line in Path(path).read_text(encoding='utf-8').splitlines():
-        line = line.split('#')[0].split(';')[0].rstrip(' \\').strip()
-        if line and not line.startswith('-'):
-            name, sep, version = line.partition('==')
-            if not sep:
-                raise WheelFolderError(f'{path}: {line!r} is not name==version; regenerate the lock with '
-                                       f'`bash tools/setup_env.sh --update-lock`.')
-            pins.setdefault(canonicalize_name(name), version.strip())
-    return pins
 
 
 def applies(req: Requirement, python: str = PYTHON) -> bool:
@@ -143,7 +113,7 @@ def read_folder(folder: Path, python: str = PYTHON) -> Dict[str, Wheel]:
     return wheels
 
 
-def on_machine(name: str, machine: Iterable[str] = GPU_MACHINE_PACKAGES) -> Optional[str]:
+def on_machine(name: str, machine: Iterable[str] = DEVICE_IMAGE) -> Optional[str]:
     """The machine's package that meets a requirement on ``name`` (itself or its stand-in), or None."""
     machine = set(machine)
     for candidate in (name, SATISFIED_BY.get(name)):
@@ -152,11 +122,10 @@ def on_machine(name: str, machine: Iterable[str] = GPU_MACHINE_PACKAGES) -> Opti
     return None
 
 
-def unmet(wheels: Mapping[str, Wheel], machine: Iterable[str] = GPU_MACHINE_PACKAGES,
-          machine_versions: Mapping[str, str] = GPU_MACHINE_VERSIONS) -> List[Tuple[str, Requirement, str]]:
+def unmet(wheels: Mapping[str, Wheel], machine: Mapping[str, Optional[str]] = DEVICE_IMAGE,
+          ) -> List[Tuple[str, Requirement, str]]:
     """(wheel name, requirement, why) for every requirement of the wheels that neither another
     wheel nor the machine meets, at a version the specifier allows."""
-    machine = set(machine)
     out = []
     for wheel in wheels.values():
         for req in wheel.requires:
@@ -169,9 +138,9 @@ def unmet(wheels: Mapping[str, Wheel], machine: Iterable[str] = GPU_MACHINE_PACK
             provider = on_machine(name, machine)
             if provider is None:
                 out.append((wheel.name, req, 'neither in the folder nor on the GPU machine'))
-            elif provider in machine_versions and req.specifier and \
-                    not req.specifier.contains(machine_versions[provider], prereleases=True):
-                out.append((wheel.name, req, f'the GPU machine has {provider} {machine_versions[provider]}'))
+            elif machine[provider] and req.specifier and \
+                    not req.specifier.contains(machine[provider], prereleases=True):
+                out.append((wheel.name, req, f'the GPU machine has {provider} {machine[provider]}'))
     return out
 
 
@@ -185,19 +154,63 @@ def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS, python: str =
     return messages
 
 
-def pip_download(specs: Sequence[str], dest: Path, binary: bool = True,
-                 python: str = PYTHON) -> subprocess.CompletedProcess:
-    """``pip download --no-deps`` of ``specs`` into ``dest``: CPython ``python`` manylinux
-    x86-64 wheels, or (``binary=False``) sdists."""
-    cmd = [sys.executable, '-m', 'pip', 'download', '--no-deps', '--disable-pip-version-check', '-q', '-d', str(dest)]
-    if binary:
-        cmd += ['--only-binary=:all:', '--python-version', python, '--implementation', 'cp',
-                '--abi', 'cp' + python.replace('.', '')]
-        for platform in PLATFORMS:
-            cmd += ['--platform', platform]
-    else:
-        cmd += ['--no-binary=:all:']
-    return subprocess.run(cmd + list(specs), capture_output=True, text=True)
+def closure(packages: Mapping[str, List[uvlock.Package]], roots: Iterable[str] = ROOTS,
+            machine: Iterable[str] = DEVICE_IMAGE, python: str = PYTHON) -> Dict[str, uvlock.Package]:
+    """The locked packages that must travel: the roots (even where the machine has a package of that
+    name: its version matters) and every locked dependency they reach that the machine lacks."""
+    env = target_env(python, STACK_EXTRA)
+    todo = [(canonicalize_name(r), None, True) for r in roots]
+    out: Dict[str, uvlock.Package] = {}
+    while todo:
+        name, version, root = todo.pop()
+        if name in out or (not root and on_machine(name, machine)):
+            continue
+        try:
+            found = uvlock.package(name, packages, version)
+        except uvlock.LockError as exc:
+            raise WheelFolderError(f'{name} must travel to the GPU machine but {exc}') from exc
+        out[name] = found
+        for dep in found.dependencies:
+            if not dep.marker or Marker(dep.marker).evaluate(env):
+                todo.append((dep.name, dep.version, False))
+    return out
+
+
+def machine_tags(python: str = PYTHON) -> set:
+    """The wheel tags the GPU machine's CPython ``python`` installs."""
+    cp = 'cp' + python.replace('.', '')
+    tags = {Tag(i, 'none', p) for i in ('py3', 'py2.py3', 'py' + cp[2:], cp) for p in ('any', *PLATFORMS)}
+    tags |= {Tag(cp, a, p) for a in (cp, 'abi3') for p in PLATFORMS}
+    tags |= {Tag(f'cp3{m}', 'abi3', p) for m in range(2, int(python.split('.')[1])) for p in PLATFORMS}
+    return tags
+
+
+def download(url: str, digest: str, dest: Path) -> Path:
+    """``url`` into ``dest``, its ``sha256:...`` digest checked (the one uv.lock records)."""
+    path = Path(dest) / url.rsplit('/', 1)[1]
+    with urllib.request.urlopen(url, timeout=300) as response, open(path, 'wb') as f:
+        shutil.copyfileobj(response, f)
+    if 'sha256:' + hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        path.unlink()
+        raise WheelFolderError(f'{path.name} does not match the hash in uv.lock: a proxy or mirror serves other '
+                               'files than the index; use the index itself')
+    return path
+
+
+def fetch(package: uvlock.Package, dest: Path, python: str = PYTHON,
+          get: Callable[[str, str, Path], Path] = download) -> Path:
+    """The wheel of a locked package for the GPU machine in ``dest``: the locked one that installs there,
+    else the locked sdist built here (pure Python only)."""
+    tags = machine_tags(python)
+    for wheel in package.wheels:
+        url = str(wheel['url'])
+        if parse_wheel_filename(url.rsplit('/', 1)[1])[3] & tags:
+            return get(url, str(wheel['hash']), dest)
+    if package.sdist is None:
+        raise WheelFolderError(f'uv.lock has no wheel of {package.name}=={package.version} for CPython {python} on '
+                               'x86-64 Linux and no sdist: pick another version in pyproject.toml, run `uv lock`')
+    with tempfile.TemporaryDirectory() as tmp:
+        return build_pure_wheel(get(str(package.sdist['url']), str(package.sdist['hash']), Path(tmp)), dest)
 
 
 def build_pure_wheel(source: Path, dest: Path) -> Path:
@@ -218,56 +231,23 @@ def build_pure_wheel(source: Path, dest: Path) -> Path:
     return target
 
 
-def fetch(name: str, version: str, dest: Path, python: str = PYTHON) -> Path:
-    """The wheel of ``name==version`` in ``dest``: a binary/pure wheel from the index, else the
-    sdist built here (pure packages only)."""
-    spec = f'{name}=={version}'
-    res = pip_download([spec], dest, python=python)
-    found = [p for p in Path(dest).glob('*.whl') if canonicalize_name(parse_wheel_filename(p.name)[0]) == name]
-    if res.returncode == 0 and found:
-        return found[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        sdist = pip_download([spec], Path(tmp), binary=False)
-        sources = [p for p in Path(tmp).iterdir() if p.name.endswith(('.tar.gz', '.zip'))]
-        if sdist.returncode or not sources:
-            raise WheelFolderError(f'no manylinux x86-64 wheel for Python {python} and no sdist of {spec} on the index '
-                                   f'(pip: {(res.stderr or sdist.stderr).strip()[-600:]}); check the network/index '
-                                   f'or the pin in {LOCK_FILE}.')
-        return build_pure_wheel(sources[0], dest)
 
-
-def fill_closure(dest: Path, pins: Mapping[str, str], roots: Iterable[str] = ROOTS,
-                 log=print, python: str = PYTHON) -> Dict[str, Wheel]:
-    """Downloads the roots, then every requirement of the folder's wheels that the machine lacks
-    (a root travels even when the machine has a package of that name: its version matters),
-    until nothing is missing. Versions come from ``pins``."""
+def fill_closure(dest: Path, packages: Mapping[str, List[uvlock.Package]], roots: Iterable[str] = ROOTS,
+                 log=print, python: str = PYTHON, get: Callable[[str, str, Path], Path] = download
+                 ) -> Dict[str, Wheel]:
+    """``dest`` holding exactly the closure's wheels: wheels of other versions go, missing ones come."""
     dest.mkdir(parents=True, exist_ok=True)
-    for wheel in read_folder(dest, python).values():  # from an older lock: replaced
-        if pins.get(wheel.name) != wheel.version:
-            log(f'[wheels] removing {wheel.path.name} (the lock pins {pins.get(wheel.name)})')
+    wanted = closure(packages, roots, python=python)
+    for wheel in read_folder(dest, python).values():
+        if wheel.name not in wanted or wanted[wheel.name].version != wheel.version:
+            log(f'[wheels] removing {wheel.path.name} (not in the closure of uv.lock)')
             wheel.path.unlink()
-    wanted = [canonicalize_name(r) for r in roots]
-    while True:
-        wheels = read_folder(dest, python)
-        todo = [n for n in wanted if n not in wheels]
-        for owner, req, why in unmet(wheels):
-            name = canonicalize_name(req.name)
-            if name not in wheels and name not in todo:
-                todo.append(name)
-            elif name in wheels:
-                raise WheelFolderError(f'{owner} needs {req} but {why}: the lock ({LOCK_FILE}) pins versions that '
-                                       f'do not fit together; regenerate it.')
-        if not todo:
-            return wheels
-        missing = [name for name in todo if name not in pins]
-        if missing:
-            raise WheelFolderError(f'{missing} must travel to the GPU machine but {LOCK_FILE} has no pin for them; '
-                                   f'add them to the lock (bash tools/setup_env.sh --update-lock).')
-        log(f'[wheels] {" ".join(f"{n}=={pins[n]}" for n in todo)}')
-        if pip_download([f'{n}=={pins[n]}' for n in todo], dest, python=python).returncode:  # else one by one
-            for name in todo:
-                fetch(name, pins[name], dest, python)
-        wanted = []
+    have = read_folder(dest, python)
+    for name, package in sorted(wanted.items()):
+        if name not in have:
+            log(f'[wheels] {name}=={package.version}')
+            fetch(package, dest, python, get)
+    return read_folder(dest, python)
 
 
 def copy_fixtures(dest: Path, sources: Sequence[Path]) -> List[Path]:
@@ -287,7 +267,8 @@ def copy_fixtures(dest: Path, sources: Sequence[Path]) -> List[Path]:
 
 def default_fixture_sources() -> List[Path]:
     """Where the fixtures are looked for: ``../shared/fixtures`` beside the checkout, then the tests' copies."""
-    return [REPO_ROOT.parent / 'shared' / 'fixtures', REPO_ROOT / 'tests' / 'data' / 'fixtures']
+    root = uvlock.LOCK.parent
+    return [root.parent / 'shared' / 'fixtures', root / 'tests' / 'data' / 'fixtures']
 
 
 def folder_size(folder: Path) -> int:
@@ -295,12 +276,12 @@ def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob('*') if p.is_file())
 
 
-def prepare_wheel_folder(dest: Path, lock: Path = LOCK_FILE, fixture_sources: Optional[Sequence[Path]] = None,
+def prepare_wheel_folder(dest: Path, lock: Path = uvlock.LOCK, fixture_sources: Optional[Sequence[Path]] = None,
                          log=print, python: str = PYTHON) -> Dict[str, object]:
     """Fills ``dest`` with the closure's wheels and the fixtures; returns what it holds and its size.
     Raises :class:`WheelFolderError` when the result leaves a requirement unmet."""
     dest = Path(dest)
-    wheels = fill_closure(dest, read_lock(lock), log=log, python=python)
+    wheels = fill_closure(dest, uvlock.read(lock), log=log, python=python)
     fixtures = copy_fixtures(dest, fixture_sources or default_fixture_sources())
     problems = unmet_requirements(dest, python=python)
     if problems:
