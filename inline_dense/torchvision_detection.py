@@ -51,7 +51,7 @@ from torchvision.ops import feature_pyramid_network as tv_fpn
 from . import variants
 from .checkpoint import SCHEME, Advice, load_pretrained
 from .checkpoint.errors import advising
-from .models.backbone_base import InLineBackboneBase
+from .layers.backbone import InLineBackboneBase
 from .models.classifier import FAMILIES, variant_kwargs
 from .typing import HW
 

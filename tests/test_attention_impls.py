@@ -4,7 +4,7 @@ import re
 import pytest
 import torch
 
-from inline_dense.models.inline_attention import InLineAttention
+from inline_dense.layers.inline_attention import InLineAttention
 
 
 def make(c: int, heads: int, seed: int = 0, **kwargs) -> InLineAttention:

@@ -1,15 +1,15 @@
 """Backbone settings are checked for type and range before anything is built: a value
 that means nothing, or would be taken for something else (``out_norm='no'`` is truthy,
 ``frozen_stages=True`` is 1, ``out_indices=(3, 1)`` was reordered), fails with one line naming the
-setting and the fix. The checks live in ``inline_dense.models.arch`` and serve every family."""
+setting and the fix. The checks live in ``inline_dense.layers.arch`` and serve every family."""
 import re
 from typing import Any, Dict, Type
 
 import pytest
 import torch
 
+from inline_dense.layers.arch import OPTION_KINDS, check_backbone_options
 from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
-from inline_dense.models.arch import OPTION_KINDS, check_backbone_options
 
 SMALL: Dict[Type[torch.nn.Module], Dict[str, Any]] = {
     InLineSwin: dict(embed_dims=8, depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2), attn_type='IIIS', window_size=2),

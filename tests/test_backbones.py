@@ -9,9 +9,9 @@ from torch.func import functional_call
 from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import module_chains
+from inline_dense.layers.backbone import InLineBackboneBase
+from inline_dense.layers.settings import resolve_settings
 from inline_dense.models import InLineAttention, InLineCSwin, InLinePVT, InLineSwin
-from inline_dense.models.backbone_base import InLineBackboneBase
-from inline_dense.models.backbone_settings import resolve_settings
 
 INPUTS = [(64, 64), (96, 160), (112, 137)]  # square, non-square, odd sizes
 
@@ -264,13 +264,13 @@ def test_base_class_refuses_other_than_one_stride_and_one_stage_per_stage():
     lambda: InLinePVT('tiny', depths=(1, 1, 1, 1), attn_type='ISIS'),
     lambda: InLineCSwin('tiny', depths=(1, 1, 2, 1), frozen_stages=1)], ids=['swin', 'pvt', 'cswin'])
 def test_construction_goes_one_way(family):
-    """No module of inline_dense.models is entered twice on one call stack while a family is built:
-    family -> backbone_settings -> arch / tensor_utils; family -> layers / its attention -> weight_init;
-    family -> backbone_base -> weight_init. Each returns; none calls back up (no build() hook, no
-    closure, no init override)."""
-    chains = module_chains(family, 'inline_dense.models')
-    assert any(chain[1:2] == ('backbone_settings',) for chain in chains)
-    assert any(chain[1:3] == ('backbone_base', 'weight_init') for chain in chains)
+    """No module of inline_dense is entered twice on one call stack while a family is built:
+    family model -> layers.settings -> arch / tensor_utils; model -> layers.block / its attention ->
+    weight_init; model -> layers.backbone -> weight_init. Each returns; none calls back up (no build()
+    hook, no closure, no init override)."""
+    chains = module_chains(family, 'inline_dense')
+    assert any(chain[:2] == ('model', 'settings') for chain in chains)
+    assert any(chain[:3] == ('model', 'backbone', 'weight_init') for chain in chains)
     assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
 
 

@@ -105,7 +105,8 @@ def test_pvt_reduced_keys_are_padding_independent_at_every_grid_size():
 
 def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
     """valid_hw that pads nothing gives no mask at all (the single-image path is unchanged)."""
-    from inline_dense.models import backbone_base, inline_attention
+    from inline_dense.layers import backbone as backbone_base
+    from inline_dense.layers import inline_attention
     _, exact, _ = images
     model = backbone('swin-ISMS1')
     seen = []

@@ -49,7 +49,7 @@ def test_zoo_names_defaults_and_errors():
 @pytest.mark.skipif(not has_cswin(), reason='inline_dense.models has no InLineCSwin in this checkout')
 def test_inline_cswin_builds_and_its_inline_layers_are_counted():
     from inline_dense.analysis import count_flops
-    from inline_dense.models.inline_attention import InLineAttention
+    from inline_dense.layers.inline_attention import InLineAttention
     model = zoo.build_backbone('inline-cswin-t').eval()
     attns = [m for m in model.modules() if isinstance(m, InLineAttention)]
     assert attns, 'InLineCSwin should use InLineAttention'
@@ -129,7 +129,7 @@ def test_layer_variants_compute_the_same_function():
 
 
 def test_impl_switch_is_scoped():
-    from inline_dense.models.inline_attention import InLineAttention
+    from inline_dense.layers.inline_attention import InLineAttention
     attn = InLineAttention(32, 2, impl='folded_keys')
     model = torch.nn.Sequential(attn, torch.nn.Identity())
     assert inline_layers(model) == [attn]

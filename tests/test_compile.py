@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
 
 from helpers import EVERY_KIND_ONCE
-from inline_dense.models.inline_attention import InLineAttention, depthwise3x3
-from inline_dense.models.layers import TransformerBlock
+from inline_dense.layers.block import TransformerBlock
+from inline_dense.layers.inline_attention import InLineAttention, depthwise3x3
 
 
 def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
+from inline_dense.layers.block import DropPath, TransformerBlock
+from inline_dense.layers.weight_init import trunc_normal_
 from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
-from inline_dense.models.layers import DropPath, TransformerBlock
-from inline_dense.models.weight_init import trunc_normal_
 
 SMALL = dict(depths=(1, 1, 1, 1))
 

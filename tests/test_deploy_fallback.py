@@ -8,7 +8,7 @@ import pytest
 from torch import nn
 
 from inline_dense.deploy import onnx_export
-from inline_dense.models.inline_attention import InLineAttention
+from inline_dense.layers.inline_attention import InLineAttention
 
 
 def two_layers() -> nn.Module:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from inline_dense.analysis import count_flops, count_params
-from inline_dense.models.inline_attention import InLineAttention
-from inline_dense.models.layers import TransformerBlock
-from inline_dense.models.sr_attention import SRAttention
+from inline_dense.families.pvt.sr_attention import SRAttention
+from inline_dense.layers.block import TransformerBlock
+from inline_dense.layers.inline_attention import InLineAttention
 
 
 def hand_count_inline(n: int, c: int, heads: int) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import import_tool
-from inline_dense.models.inline_attention import IMPLS
+from inline_dense.layers.inline_attention import IMPLS
 from inline_dense_dev.gpu_check.attention_step import DTYPES
 from inline_dense_dev.gpu_check.plan import BACKBONES, STEPS, CheckPlan, dry_run_plan
 from inline_dense_dev.gpu_check.results import JSON_NAME, MD_NAME, Results

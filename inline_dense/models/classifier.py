@@ -19,13 +19,13 @@ from .. import variants
 from ..checkpoint import CORE, Advice, Allowed, load_file
 from ..checkpoint.adapt import adapt_input_conv
 from ..checkpoint.errors import current_advice
+from ..families.cswin.model import InLineCSwin
+from ..families.pvt.model import InLinePVT
+from ..families.swin.model import InLineSwin
+from ..layers.backbone import InLineBackboneBase
+from ..layers.block import TransformerBlock
+from ..layers.weight_init import trunc_normal_
 from ..typing import HW, StateDict
-from .backbone_base import InLineBackboneBase
-from .inline_cswin import InLineCSwin
-from .inline_pvt import InLinePVT
-from .inline_swin import InLineSwin
-from .layers import TransformerBlock
-from .weight_init import trunc_normal_
 
 # from the variant table (inline_dense.variants): family -> backbone class, variant -> (family, preset)
 FAMILIES: Dict[str, Type[InLineBackboneBase]] = {

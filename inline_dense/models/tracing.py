@@ -15,14 +15,14 @@ from typing import Callable, Tuple, Type
 
 from torch import nn
 
-from .backbone_base import check_image_input, pad_to_min_size, valid_token_mask, zero_padding
-from .cswin_attention import CSwinStripeAttention
-from .inline_attention import InLineAttention
-from .inline_pvt import stage_position
-from .inline_swin import pad_grid_to_even
-from .layers import TokenAttention, pad_to_multiple
-from .sr_attention import SRAttention
-from .window_attention import ShiftWindowMSA
+from ..families.cswin.stripe_attention import CSwinStripeAttention
+from ..families.pvt.model import stage_position
+from ..families.pvt.sr_attention import SRAttention
+from ..families.swin.model import pad_grid_to_even
+from ..families.swin.window_attention import ShiftWindowMSA
+from ..layers.backbone import check_image_input, pad_to_min_size, valid_token_mask, zero_padding
+from ..layers.block import TokenAttention, pad_to_multiple
+from ..layers.inline_attention import InLineAttention
 
 # the attentions: each answers layers.TokenAttention (mypy checks this assignment)
 ATTENTIONS: Tuple[Type[TokenAttention], ...] = (InLineAttention, ShiftWindowMSA, SRAttention, CSwinStripeAttention)

@@ -8,7 +8,7 @@ from typing import Dict, Tuple
 import torch
 from torch import nn
 
-from inline_dense.models.inline_attention import IMPLS, InLineAttention
+from inline_dense.layers.inline_attention import IMPLS, InLineAttention
 
 from .measure import Emit, all_finite, max_abs, recorded, rel_l2, release, time_step
 from .plan import HW, CheckPlan

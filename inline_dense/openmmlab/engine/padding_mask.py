@@ -22,7 +22,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 from torch import nn
 
-from ...models.backbone_base import InLineBackboneBase
+from ...layers.backbone import InLineBackboneBase
 from ...typing import HW
 
 _HANDLE_ATTR = '_inline_padding_mask'

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..typing import HW
-from .layers import padding_to_multiple, window_partition, window_reverse
-from .tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
-from .weight_init import trunc_normal_
+from ...layers.block import padding_to_multiple, window_partition, window_reverse
+from ...layers.tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
+from ...layers.weight_init import trunc_normal_
+from ...typing import HW
 
 
 def relative_position_index(win_h: int, win_w: int, table_size: int) -> torch.Tensor:

@@ -15,7 +15,7 @@ from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
-from .backbone_settings import BackboneSettings
+from .settings import BackboneSettings
 from .weight_init import init_transformer_weights, trunc_normal_
 
 

@@ -6,11 +6,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..typing import HW, StateDict
-from .backbone_base import InLineBackboneBase
-from .backbone_settings import resolve_settings
-from .layers import TransformerBlock, inline_attention, pad_to_multiple, padding_to_multiple, transformer_block
-from .tensor_utils import traced
+from ...layers.backbone import InLineBackboneBase
+from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, padding_to_multiple, transformer_block
+from ...layers.settings import resolve_settings
+from ...layers.tensor_utils import traced
+from ...typing import HW, StateDict
 from .window_attention import ShiftWindowMSA
 
 

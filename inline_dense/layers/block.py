@@ -7,8 +7,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
-from .backbone_settings import BackboneSettings
 from .inline_attention import InLineAttention
+from .settings import BackboneSettings
 from .tensor_utils import traced
 
 

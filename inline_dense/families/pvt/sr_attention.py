@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..typing import HW
-from .tensor_utils import check_heads
+from ...layers.tensor_utils import check_heads
+from ...typing import HW
 
 
 class SRAttention(nn.Module):

@@ -5,11 +5,11 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import nn
 
-from ..typing import HW, StateDict
-from .backbone_base import InLineBackboneBase
-from .backbone_settings import resolve_settings
-from .cswin_attention import CSwinStripeAttention
-from .layers import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.backbone import InLineBackboneBase
+from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.settings import resolve_settings
+from ...typing import HW, StateDict
+from .stripe_attention import CSwinStripeAttention
 
 
 class ConvDownsample(nn.Module):

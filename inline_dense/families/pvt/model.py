@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..typing import HW, StateDict
-from .arch import check_multiple_of, to_2tuple_size
-from .backbone_base import InLineBackboneBase, valid_grid_sizes
-from .backbone_settings import resolve_settings
-from .layers import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.arch import check_multiple_of, to_2tuple_size
+from ...layers.backbone import InLineBackboneBase, valid_grid_sizes
+from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.settings import resolve_settings
+from ...typing import HW, StateDict
 from .sr_attention import SRAttention
 
 

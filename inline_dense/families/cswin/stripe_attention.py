@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..typing import HW
-from .layers import padding_to_multiple, window_partition, window_reverse
-from .tensor_utils import NEG_INF, check_heads, merge_heads, traced
+from ...layers.block import padding_to_multiple, window_partition, window_reverse
+from ...layers.tensor_utils import NEG_INF, check_heads, merge_heads, traced
+from ...typing import HW
 
 # a branch's window (rows, cols); None spans that whole side of the grid
 Stripe = Tuple[Optional[int], Optional[int]]

@@ -1,0 +1,1 @@
+"""InLine-cswin: its model (``model.py``) and its softmax attention."""

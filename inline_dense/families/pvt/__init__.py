@@ -1,0 +1,1 @@
+"""InLine-pvt: its model (``model.py``) and its softmax attention."""

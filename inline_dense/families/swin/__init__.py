@@ -1,0 +1,1 @@
+"""InLine-swin: its model (``model.py``) and its softmax attention."""
