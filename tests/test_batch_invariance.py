@@ -105,8 +105,7 @@ def test_pvt_reduced_keys_are_padding_independent_at_every_grid_size():
 
 def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
     """valid_hw that pads nothing gives no mask at all (the single-image path is unchanged)."""
-    from inline_dense.layers import backbone as backbone_base
-    from inline_dense.layers import inline_attention
+    from inline_dense.layers import inline_attention, padding
     _, exact, _ = images
     model = backbone('swin-ISMS1')
     seen = []
@@ -122,7 +121,7 @@ def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
         with_shapes = model(exact[None], [tuple(exact.shape[-2:])])
     assert seen and all(m is None for m in seen)
     assert all(torch.equal(a, b) for a, b in zip(plain, with_shapes))
-    assert backbone_base.valid_token_mask([(96, 128)], (24, 32), 4, torch.device('cpu')) is None
+    assert padding.valid_token_mask([(96, 128)], (24, 32), 4, torch.device('cpu')) is None
 
 
 # ---------------------------------------------------------------------- the plumbing

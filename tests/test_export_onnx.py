@@ -102,10 +102,10 @@ def test_tool_exports_a_segmenter(load_tool, tmp_path, capsys, one_thread):
     import onnx
     import onnxruntime as ort
     scopes = ' '.join(p.value for n in onnx.load(str(out)).graph.node for p in n.metadata_props)
-    for block, cls in [('stages.2.blocks.0', 'inline_attention.InLineAttention'),  # the mixed stage
-                       ('stages.2.blocks.1', 'window_attention.ShiftWindowMSA'),
-                       ('stages.3.blocks.0', 'window_attention.ShiftWindowMSA')]:
-        assert f'segmentor.backbone.{block}.attn: inline_dense.models.{cls}' in scopes, block
+    for block, cls in [('stages.2.blocks.0', 'layers.inline_attention.InLineAttention'),  # the mixed stage
+                       ('stages.2.blocks.1', 'families.swin.window_attention.ShiftWindowMSA'),
+                       ('stages.3.blocks.0', 'families.swin.window_attention.ShiftWindowMSA')]:
+        assert f'segmentor.backbone.{block}.attn: inline_dense.{cls}' in scopes, block
     session = ort.InferenceSession(str(out), providers=['CPUExecutionProvider'])
     logits = session.run(None, {'image': torch.randn(2, 3, 171, 139).numpy()})[0]
     assert logits.shape == (2, 4, 171, 139)  # 4 classes (--cfg-options), at the input size

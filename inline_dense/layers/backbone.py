@@ -15,7 +15,9 @@ from torch import nn
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 
 from ..typing import HW, StateDict
+from . import padding
 from .settings import BackboneSettings
+from .tracing import fx_wrap
 from .weight_init import init_transformer_weights, trunc_normal_
 
 
@@ -116,17 +118,17 @@ class InLineBackboneBase(nn.Module):
                 return tuple(empty)  # type: ignore[return-value]
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
-        x, valid_hw = pad_to_min_size(x, valid_hw, self.strides[-1])
+        x, valid_hw = padding.pad_to_min_size(x, valid_hw, self.strides[-1])
         outs: List[torch.Tensor] = []
         tokens, hw = self.embed_input(x, valid_hw)
         last = len(self.strides) - 1
         for i, stage in enumerate(self.stages):
             stride = self.strides[i]
             tokens, hw = stage.enter(tokens, hw, valid_hw, stride)  # type: ignore[operator]
-            mask = valid_token_mask(valid_hw, hw, stride, x.device)
+            mask = padding.valid_token_mask(valid_hw, hw, stride, x.device)
             for block in stage.blocks:  # type: ignore[union-attr]
                 tokens = block(tokens, hw, mask)
-            tokens = zero_padding(tokens, mask)
+            tokens = padding.zero_padding(tokens, mask)
             if i in self.out_indices:
                 # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a
                 # negative size becomes an integer Div, which truncates towards zero (one row short)
@@ -196,6 +198,7 @@ class InLineBackboneBase(nn.Module):
         raise NotImplementedError
 
 
+@fx_wrap
 def check_image_input(x: torch.Tensor, valid_hw: Optional[List[HW]], in_channels: int, name: str) -> None:
     """(B, ``in_channels``, H, W) floating point, ``valid_hw`` one real size per image within H x W."""
     if x.ndim != 4 or x.shape[1] != in_channels:
@@ -215,58 +218,3 @@ def check_image_input(x: torch.Tensor, valid_hw: Optional[List[HW]], in_channels
                              f'of each image before padding, e.g. img_shape of its data sample.')
 
 
-def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[List[HW]],
-                    min_size: int) -> Tuple[torch.Tensor, Optional[List[HW]]]:
-    """(B, C, H, W) zero-padded bottom/right to at least ``min_size`` per side, with ``valid_hw``
-    (each image's real size; the whole input when None) so that the padding is masked."""
-    h, w = x.shape[-2], x.shape[-1]
-    if min(h, w) >= min_size:
-        return x, valid_hw
-    padded = nn.functional.pad(x, (0, max(min_size - w, 0), 0, max(min_size - h, 0)))
-    return padded, valid_hw if valid_hw is not None else [(h, w) for _ in range(x.shape[0])]
-
-
-def valid_grid_sizes(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
-    """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded."""
-    if valid_hw is None:
-        return None
-    h, w = batch_hw
-    sizes: List[HW] = []
-    padded = False
-    for size in valid_hw:  # loops, not comprehensions: TorchScript
-        rows, cols = min((size[0] + stride - 1) // stride, h), min((size[1] + stride - 1) // stride, w)
-        padded = padded or rows < h or cols < w
-        sizes.append((rows, cols))
-    return sizes if padded else None
-
-
-def valid_token_mask(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int,
-                     device: torch.device) -> Optional[torch.Tensor]:
-    """(B, h*w) bool of tokens that overlap each image's real (unpadded) pixels, or None.
-
-    ``valid_hw`` holds each image's real size in input pixels; ``batch_hw`` is the token
-    grid at ``stride``. None when no image is padded beyond what its own size needs.
-    """
-    sizes = valid_grid_sizes(valid_hw, batch_hw, stride)
-    if sizes is None:
-        return None
-    h, w = batch_hw
-    rows = torch.arange(h, device=device).view(1, h, 1)
-    cols = torch.arange(w, device=device).view(1, 1, w)
-    limit_rows = torch.tensor([s[0] for s in sizes], device=device).view(-1, 1, 1)
-    limit_cols = torch.tensor([s[1] for s in sizes], device=device).view(-1, 1, 1)
-    mask = (rows < limit_rows) & (cols < limit_cols)
-    return mask.view(len(sizes), h * w)
-
-
-def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
-    """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
-    zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
-    whose windows reach past an image's border."""
-    return tokens if mask is None else tokens * mask.unsqueeze(-1).to(tokens.dtype)
-
-
-# Symbolic tracing (torch.fx, torchvision's create_feature_extractor, timm's feature_cls='fx') keeps
-# these as calls in the graph: they branch on sizes and on valid_hw, which are values at run time.
-for _name in ('check_image_input', 'pad_to_min_size', 'valid_token_mask', 'zero_padding'):
-    torch.fx.wrap(_name)

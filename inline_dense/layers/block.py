@@ -1,15 +1,13 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Optional, Protocol, Union
+from typing import Optional, Protocol, cast
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
 from .inline_attention import InLineAttention
 from .settings import BackboneSettings
-from .tensor_utils import traced
 
 
 class Mlp(nn.Module):
@@ -59,8 +57,8 @@ class DropPath(nn.Module):
 
 class TokenAttention(Protocol):
     """The call every attention of the backbones answers, and all :class:`TransformerBlock` makes:
-    InLine, Swin's shifted windows, PVT's spatial reduction and CSwin's stripes
-    (``tracing.ATTENTIONS`` lists them; mypy checks each against this).
+    InLine, Swin's shifted windows, PVT's spatial reduction and CSwin's stripes (mypy checks each
+    where a family hands it to :func:`transformer_block`).
 
     ``x`` (B, N, C) tokens of a ``hw_shape`` = (h, w) grid, N = h * w; ``valid_mask`` (B, N) bool,
     False at padding (None: no padding); ``residual_input`` (B, N, C), the block's input before its
@@ -123,49 +121,13 @@ def inline_attention(settings: BackboneSettings, stage: int, *, qkv_bias: bool, 
                            attn_drop, proj_drop, impl=settings.attn_impl, lepe=lepe)
 
 
-def transformer_block(settings: BackboneSettings, stage: int, block: int, attn: nn.Module, *, mlp_ratio: float,
+def transformer_block(settings: BackboneSettings, stage: int, block: int, attn: TokenAttention, *, mlp_ratio: float,
                       norm_eps: float, with_cp: bool, residual_from_input: bool = False) -> TransformerBlock:
     """Block ``block`` of ``stage`` around ``attn``, with its stochastic-depth rate; the block input
     reaches the attention (``residual_from_input``) only in InLine blocks."""
     inline = settings.attn_kinds[stage][block] == 'I'
-    return TransformerBlock(settings.embed_dims[stage], attn, mlp_ratio, norm_eps,
+    return TransformerBlock(settings.embed_dims[stage], cast(nn.Module, attn), mlp_ratio, norm_eps,
                             settings.block_drop_path[stage][block], with_cp,
                             residual_from_input=residual_from_input and inline)
 
 
-def padding_to_multiple(size: int, multiple: int) -> int:
-    """What ``size`` needs to become a multiple of ``multiple``: multiple * ceil(size / multiple) - size.
-
-    Not (-size) % multiple: the same number, but a traced graph's symbolic sizes stay short
-    expressions that the later layers' shapes simplify (and no negative number is floor-divided:
-    ONNX's integer Div truncates towards zero)."""
-    return multiple * ((size + multiple - 1) // multiple) - size
-
-
-def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
-    """Zero-pads the last two dims of an (..., H, W) tensor on the bottom/right to multiples."""
-    h, w = x.shape[-2:]
-    ph, pw = padding_to_multiple(h, multiple), padding_to_multiple(w, multiple)
-    return F.pad(x, (0, pw, 0, ph)) if traced() or ph or pw else x  # traced: no branch on the size
-
-
-def window_partition(x: torch.Tensor, win: Union[int, HW]) -> torch.Tensor:
-    """(B, H, W, C) with H, W multiples of the window (wh, ww), or of ``win`` x ``win`` for an int
-    -> (B*nW, wh*ww, C), windows in row-major order per image."""
-    wh, ww = (win, win) if isinstance(win, int) else win
-    b, h, w, c = x.shape
-    rows, cols = h // wh, w // ww
-    # every size spelled out (no -1): traced with symbolic sizes, inferring one dim divides the
-    # element count by a product of floor divisions, seconds of symbolic algebra per call
-    x = x.view(b, rows, wh, cols, ww, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(b * rows * cols, wh * ww, c)
-
-
-def window_reverse(windows: torch.Tensor, win: Union[int, HW], hw: HW, batch: int) -> torch.Tensor:
-    """(B*nW, wh*ww, C) from :func:`window_partition` -> (B, H, W, C) of the ``hw`` grid,
-    ``batch`` = B."""
-    wh, ww = (win, win) if isinstance(win, int) else win
-    h, w = hw
-    c = windows.shape[-1]
-    x = windows.view(batch, h // wh, w // ww, wh, ww, c).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(batch, h, w, c)

@@ -38,6 +38,7 @@ from torch import nn
 
 from ..typing import HW
 from .tensor_utils import cast, check_heads, merge_heads, traced
+from .tracing import fx_leaf
 
 KERNELS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'identity': lambda t: t,
@@ -92,6 +93,7 @@ def masked_token_mean(x: torch.Tensor, valid_mask: Optional[torch.Tensor]) -> to
     return (x * w).sum(1) / w.sum(1).clamp_min(1)
 
 
+@fx_leaf
 class InLineAttention(nn.Module):
     """Global InLine attention over an H x W token grid.
 

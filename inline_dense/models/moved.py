@@ -27,13 +27,13 @@ MOVED: Dict[str, Tuple[str, ...]] = {
     'weight_init': ('inline_dense.layers.weight_init',),
     'arch': ('inline_dense.layers.arch',),
     'backbone_settings': ('inline_dense.layers.settings',),
-    'backbone_base': ('inline_dense.layers.backbone',),
-    'layers': ('inline_dense.layers.block',),
-    'inline_swin': ('inline_dense.families.swin.model',),
+    'backbone_base': ('inline_dense.layers.backbone', 'inline_dense.layers.padding'),
+    'layers': ('inline_dense.layers.block', 'inline_dense.layers.padding', 'inline_dense.layers.windows'),
+    'inline_swin': ('inline_dense.families.swin.model', 'inline_dense.layers.padding'),
     'window_attention': ('inline_dense.families.swin.window_attention',),
-    'inline_pvt': ('inline_dense.families.pvt.model',),
+    'inline_pvt': ('inline_dense.families.pvt.model', 'inline_dense.layers.position', 'inline_dense.layers.padding'),
     'sr_attention': ('inline_dense.families.pvt.sr_attention',),
-    'inline_cswin': ('inline_dense.families.cswin.model',),
+    'inline_cswin': ('inline_dense.families.cswin.model', 'inline_dense.layers.padding'),
     'cswin_attention': ('inline_dense.families.cswin.stripe_attention',),
 }
 

@@ -1,14 +1,15 @@
 """InLine-CSwin: CSwin Transformer whose InLine blocks attend over the whole feature map."""
-import re
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
 
+from ...layers import padding
 from ...layers.backbone import InLineBackboneBase
-from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
-from ...typing import HW, StateDict
+from ...typing import HW
+from .convert import convert_authors_layout
 from .stripe_attention import CSwinStripeAttention
 
 
@@ -130,42 +131,6 @@ class InLineCSwin(InLineBackboneBase):
         super().__init__(settings, dict(stem=stem), stages, strides=[4 * 2 ** i for i in range(n)])
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
-        return self.stem(pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)
+        return self.stem(padding.pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)
 
-    @staticmethod
-    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
-        """Authors' InLine-CSwin keys -> ours. Pure function of the state dict.
-
-        ``stage1_conv_embed.{0,2}`` -> ``stem.{conv,norm}``; ``merge{i}`` -> ``stages.{i}.merge``;
-        ``stage{s}.{j}.{qkv,proj}`` -> ``stages.{s-1}.blocks.{j}.attn.{qkv,proj}``; in InLine blocks
-        (those with ``attns.0.residual``) ``attns.0.{get_v,residual}`` -> ``attn.{get_v,residual}``,
-        in softmax blocks ``attns.{b}.get_v`` -> ``attn.get_v.{b}``; the final ``norm`` ->
-        ``out_norms.{last}``; drops ``head``. Our own keys pass through unchanged.
-        """
-        inline_blocks = {k.split('.attns.')[0] for k in state_dict if re.search(r'\.attns\.0\.residual\.', k)}
-        stage_ids = [int(m.group(1)) for k in state_dict for m in [re.match(r'^stage(\d)\.', k)] if m]
-        last = max(stage_ids, default=4) - 1
-        out, dropped = {}, []
-        for key, value in state_dict.items():
-            if key.startswith('head.'):
-                dropped.append(key)
-                continue
-            new = re.sub(r'^stage1_conv_embed\.0\.', 'stem.conv.', key)
-            new = re.sub(r'^stage1_conv_embed\.2\.', 'stem.norm.', new)
-            new = re.sub(r'^merge(\d)\.', lambda m: f'stages.{m.group(1)}.merge.', new)
-            new = re.sub(r'^norm\.', f'out_norms.{last}.', new)
-            m = re.match(r'^stage(\d)\.(\d+)\.(.*)$', new)
-            if m:
-                block, rest = f'stages.{int(m.group(1)) - 1}.blocks.{m.group(2)}', m.group(3)
-                if rest.startswith(('qkv.', 'proj.')):
-                    rest = f'attn.{rest}'
-                elif rest.startswith('attns.'):
-                    branch, tail = rest[len('attns.'):].split('.', 1)
-                    inline = key.split('.attns.')[0] in inline_blocks
-                    rest = f'attn.{tail}' if inline else f"attn.get_v.{branch}.{tail[len('get_v.'):]}"
-                new = f'{block}.{rest}'
-            out[new] = value
-        return out, dropped
-
-
-torch.fx.wrap('pad_to_multiple')  # symbolic tracing keeps it a call: it branches on the size
+    convert_pretrained = staticmethod(convert_authors_layout)

@@ -16,14 +16,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...layers.block import padding_to_multiple, window_partition, window_reverse
+from ...layers.padding import padding_to_multiple
 from ...layers.tensor_utils import NEG_INF, check_heads, merge_heads, traced
+from ...layers.tracing import fx_leaf
+from ...layers.windows import window_partition, window_reverse
 from ...typing import HW
 
 # a branch's window (rows, cols); None spans that whole side of the grid
 Stripe = Tuple[Optional[int], Optional[int]]
 
 
+@fx_leaf
 class CSwinStripeAttention(nn.Module):
     """Cross-shaped stripe softmax attention with LePE.
 

@@ -1,32 +1,18 @@
 """InLine-PVT: Pyramid Vision Transformer whose InLine stages attend globally."""
 import math
-import re
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from ...layers import padding, position
 from ...layers.arch import check_multiple_of, to_2tuple_size
-from ...layers.backbone import InLineBackboneBase, valid_grid_sizes
-from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, transformer_block
+from ...layers.backbone import InLineBackboneBase
+from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
-from ...typing import HW, StateDict
+from ...typing import HW
+from .convert import convert_authors_layout
 from .sr_attention import SRAttention
-
-
-def resize_pos_grid(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
-    """(1, h0*w0, C) embedding of a ``src_hw`` grid -> (1, C, h, w) map, bilinear, align_corners=False."""
-    c = pos_embed.shape[-1]
-    grid = pos_embed.reshape(1, *src_hw, c).permute(0, 3, 1, 2)
-    return F.interpolate(grid, size=dst_hw, mode='bilinear', align_corners=False)
-
-
-def resize_pos_embed(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW) -> torch.Tensor:
-    """(1, h0*w0, C) embedding of a ``src_hw`` grid -> (1, h*w, C), bilinear, align_corners=False."""
-    if tuple(src_hw) == tuple(dst_hw):
-        return pos_embed
-    return resize_pos_grid(pos_embed, src_hw, dst_hw).flatten(2).transpose(1, 2)
 
 
 class PVTStage(nn.Module):
@@ -58,35 +44,10 @@ class PVTStage(nn.Module):
 
         ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
         place each padded image's embedding on its own grid, see ``position``."""
-        x = self.patch_embed.proj(pad_to_multiple(x, self.patch))  # type: ignore[operator]
+        x = self.patch_embed.proj(padding.pad_to_multiple(x, self.patch))  # type: ignore[operator]
         hw = (x.shape[2], x.shape[3])
         x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))  # type: ignore[operator]
-        return self.pos_drop(x + stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
-
-
-def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Optional[List[HW]],
-                   stride: int) -> torch.Tensor:
-    """The (1, h0*w0, C) embedding of the ``pos_hw`` grid resized to the ``hw`` grid: (1, h*w, C);
-    for a padded batch (``valid_hw``, real image sizes in pixels, at this ``stride``), (B, h*w, C)
-    with each image's embedding resized to its own grid at the top left, as it would be alone:
-    padding must not move an image's positions."""
-    sizes = valid_grid_sizes(valid_hw, hw, stride)
-    if sizes is None:
-        return resize_pos_embed(pos_embed, pos_hw, hw)
-    c = pos_embed.shape[-1]
-    pos = pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
-    resized: Dict[str, torch.Tensor] = {}  # by 'h,w' (TorchScript keys no tuples)
-    for i, size in enumerate(sizes):
-        key = f'{size[0]},{size[1]}'
-        if key not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds
-            resized[key] = resize_pos_grid(pos_embed, pos_hw, size)[0].permute(1, 2, 0)
-        pos[i, :size[0], :size[1]] = resized[key]
-    return pos.view(len(sizes), hw[0] * hw[1], c)
-
-
-# kept as calls by symbolic tracing: they branch on sizes and valid_hw (run-time values there)
-torch.fx.wrap('stage_position')
-torch.fx.wrap('pad_to_multiple')
+        return self.pos_drop(x + position.stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
 
 
 class InLinePVT(InLineBackboneBase):
@@ -158,32 +119,4 @@ class InLinePVT(InLineBackboneBase):
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         return x, (x.shape[2], x.shape[3])  # each stage embeds its own input
 
-    @staticmethod
-    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
-        """Authors' InLine-PVT keys -> ours. Pure function of the state dict.
-
-        ``patch_embed{s}`` / ``pos_embed{s}`` / ``block{s}.j`` -> ``stages.{s-1}.…``; in InLine
-        blocks (those with ``attn.residual``) ``attn.q`` and ``attn.kv`` are fused into
-        ``attn.qkv`` (q | k | v); drops ``head`` and a final ``norm`` if present.
-        """
-        inline_blocks = {k.split('.attn.')[0] for k in state_dict if '.attn.residual.' in k}
-        out, dropped = {}, []
-        for key, value in state_dict.items():
-            if key.startswith(('head.', 'norm.', 'cls_token')):
-                dropped.append(key)
-                continue
-            m = re.match(r'^(patch_embed|pos_embed|block)(\d)(.*)$', key)
-            new = key
-            if m:
-                part = {'block': 'blocks', 'patch_embed': 'patch_embed', 'pos_embed': 'pos_embed'}[m.group(1)]
-                new = f'stages.{int(m.group(2)) - 1}.{part}{m.group(3)}'
-            prefix = key.split('.attn.')[0]
-            if prefix in inline_blocks and re.search(r'\.attn\.(q|kv)\.(weight|bias)$', key):
-                new_prefix = new.split('.attn.')[0]
-                suffix = key.rsplit('.', 1)[1]
-                if f'{new_prefix}.attn.qkv.{suffix}' not in out and f'{prefix}.attn.q.{suffix}' in state_dict:
-                    out[f'{new_prefix}.attn.qkv.{suffix}'] = torch.cat(
-                        [state_dict[f'{prefix}.attn.q.{suffix}'], state_dict[f'{prefix}.attn.kv.{suffix}']], 0)
-                continue
-            out[new] = value
-        return out, dropped
+    convert_pretrained = staticmethod(convert_authors_layout)

@@ -6,9 +6,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...layers.tensor_utils import check_heads
+from ...layers.tracing import fx_leaf
 from ...typing import HW
 
 
+@fx_leaf
 class SRAttention(nn.Module):
     """Global softmax attention whose keys/values come from a grid reduced by ``sr_ratio``
     (strided conv + LayerNorm), as in PVT.

@@ -1,16 +1,18 @@
 """InLine-Swin: Swin Transformer whose InLine blocks attend globally."""
-import re
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...layers import padding
 from ...layers.backbone import InLineBackboneBase
-from ...layers.block import TransformerBlock, inline_attention, pad_to_multiple, padding_to_multiple, transformer_block
+from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
 from ...layers.tensor_utils import traced
-from ...typing import HW, StateDict
+from ...layers.tracing import fx_wrap
+from ...typing import HW
+from .convert import convert_authors_layout
 from .window_attention import ShiftWindowMSA
 
 
@@ -49,17 +51,13 @@ class PatchMerging(nn.Module):
         return self.reduction(self.norm(grid.flatten(1, 2))), out_hw
 
 
+@fx_wrap  # kept as a call by symbolic tracing: it branches on the size
 def pad_grid_to_even(grid: torch.Tensor) -> torch.Tensor:
     """(B, H, W, C) zero-padded bottom/right to even H and W."""
     h, w = grid.shape[1], grid.shape[2]
     if traced() or h % 2 or w % 2:  # traced: no branch on the size
-        grid = F.pad(grid, (0, 0, 0, padding_to_multiple(w, 2), 0, padding_to_multiple(h, 2)))
+        grid = F.pad(grid, (0, 0, 0, padding.padding_to_multiple(w, 2), 0, padding.padding_to_multiple(h, 2)))
     return grid
-
-
-# kept as calls by symbolic tracing: they branch on the size
-torch.fx.wrap('pad_grid_to_even')
-torch.fx.wrap('pad_to_multiple')
 
 
 class SwinStage(nn.Module):
@@ -147,31 +145,7 @@ class InLineSwin(InLineBackboneBase):
         self.patch_size = patch_size
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
-        tokens, hw = self.patch_embed(pad_to_multiple(x, self.patch_size))
+        tokens, hw = self.patch_embed(padding.pad_to_multiple(x, self.patch_size))
         return self.drop_after_pos(tokens), hw
 
-    @staticmethod
-    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
-        """Authors' InLine-Swin keys -> ours. Pure function of the state dict.
-
-        ``layers.i`` -> ``stages.i``; softmax blocks (those with a relative position bias
-        table) ``attn.*`` -> ``attn.w_msa.*``; final ``norm`` -> ``out_norms.3`` (it is the
-        last stage's output norm); drops ``head``, ``relative_position_index``, ``attn_mask``.
-        """
-        softmax_blocks = {k.split('.attn.')[0] for k in state_dict
-                          if k.endswith('attn.relative_position_bias_table')}
-        stage_ids = [int(k.split('.')[1]) for k in state_dict if re.match(r'^(layers|stages)\.\d+\.', k)]
-        last = max(stage_ids, default=3)
-        out, dropped = {}, []
-        for key, value in state_dict.items():
-            if key.startswith('head.') or key.endswith(('relative_position_index', 'attn_mask')):
-                dropped.append(key)
-                continue
-            new = key
-            prefix = key.split('.attn.')[0]
-            if prefix in softmax_blocks and '.attn.w_msa.' not in key:
-                new = key.replace('.attn.', '.attn.w_msa.', 1)
-            new = re.sub(r'^layers\.', 'stages.', new)
-            new = re.sub(r'^norm\.', f'out_norms.{last}.', new)
-            out[new] = value
-        return out, dropped
+    convert_pretrained = staticmethod(convert_authors_layout)

@@ -12,9 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...layers.block import padding_to_multiple, window_partition, window_reverse
+from ...layers.padding import padding_to_multiple
 from ...layers.tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
+from ...layers.tracing import fx_leaf
 from ...layers.weight_init import trunc_normal_
+from ...layers.windows import window_partition, window_reverse
 from ...typing import HW
 
 
@@ -113,6 +115,7 @@ def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device,
     return different.float() * neg_inf
 
 
+@fx_leaf
 class ShiftWindowMSA(nn.Module):
     """(Shifted) window attention over a whole H x W grid with padding and cropping.
 
