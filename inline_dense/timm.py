@@ -1,4 +1,4 @@
-"""Registers the ten InLine models with timm: ``import inline_dense.timm`` once, then
+"""Registers the published InLine models with timm: ``import inline_dense.timm`` once, then
 ``timm.create_model(name, pretrained=..., num_classes=..., features_only=...)``.
 
 timm has no plugin discovery, hence the import. The names are those of ``inline://``
@@ -7,8 +7,9 @@ ImageNet-1K checkpoint.
 
 - Classification: :class:`~inline_dense.models.classifier.InLineClassifier`, the authors' model
   (logits equal to theirs).
-- ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at strides
-  4, 8, 16, 32 at any input size; ``out_indices`` picks stages 0-3.
+- ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at the
+  backbone's output strides (a pyramid's stages: 4, 8, 16, 32) at any input size; ``out_indices``
+  picks among the outputs (by default all of them: the family spec's ``outputs``).
 - ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
   ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
   URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
@@ -21,14 +22,14 @@ ImageNet-1K checkpoint.
   traces with the attentions as leaf modules (registered here with timm's notrace lists);
   ``output_fmt='NHWC'`` with the getter.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
-  ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
+  ``output_stride`` other than the backbone's own (32 for a pyramid) raises ``ValueError`` (no
+  dilated variant exists).
 """
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
 from huggingface_hub.utils import EntryNotFoundError
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
@@ -42,6 +43,7 @@ from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_fro
 from . import variants
 from .checkpoint import CORE, PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
 from .checkpoint.errors import advising, current_advice
+from .families.spec import Output
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
 
@@ -49,14 +51,22 @@ SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
 
 
-def _cfg(variant: str) -> Dict[str, Any]:
-    """The authors' evaluation: Swin's codebase (``TEST.CROP``): resize to 256x256 (squash), centre
-    crop 224, bicubic, ImageNet mean / std."""
+def _outputs(variant: str) -> Tuple[Output, ...]:
+    """The outputs of the variant's preset (its family spec's ``outputs``)."""
     entry = variants.variant(variant)
-    return dict(url=PUBLISHED[variant].url, custom_load=True, num_classes=1000, input_size=(3, 224, 224),
-                pool_size=(7, 7), crop_pct=224 / 256, crop_mode='squash', interpolation='bicubic',
-                fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
-                first_conv=variants.FAMILIES[entry.family].first_conv, classifier='head', license='mit',
+    return variants.spec_of(variant).preset_outputs(entry.arch)
+
+
+def _cfg(variant: str) -> Dict[str, Any]:
+    """The authors' evaluation, as the family spec's weights give it (the Swin codebase's
+    ``TEST.CROP`` for all so far: resize to 256x256 (squash), centre crop 224, bicubic, ImageNet mean
+    / std)."""
+    weights, spec = variants.variant(variant).weights, variants.spec_of(variant)
+    size, stride = weights.input_size, _outputs(variant)[-1].stride
+    return dict(url=PUBLISHED[variant].url, custom_load=True, num_classes=1000, input_size=(3, size, size),
+                pool_size=(size // stride, size // stride), crop_pct=weights.crop_pct, crop_mode=weights.crop_mode,
+                interpolation=weights.interpolation, fixed_input_size=False, mean=weights.mean, std=weights.std,
+                first_conv=spec.head.first_conv, classifier='head', license='mit',
                 origin_url=SOURCE, paper_ids=PAPER, notes=(f'{PUBLISHED[variant].title}, ImageNet-1K top-1 '
                                                            f'{PUBLISHED[variant].top1}% (the authors\' figure).',))
 
@@ -126,7 +136,7 @@ def _loading(state_dict: Mapping[str, torch.Tensor]) -> Callable[..., InLineClas
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
-    check_output_stride(kwargs.pop('output_stride', None), variant)
+    check_output_stride(kwargs.pop('output_stride', None), variant, [o.stride for o in _outputs(variant)])
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
     model_cls: Callable[..., InLineClassifier] = InLineClassifier
     timm_loads = pretrained
@@ -165,10 +175,10 @@ class InLineFeatureGetter(FeatureGetterNet):
 
 
 def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """timm's ``feature_cfg`` (the getter over all four stages, ``InLineFeatureGetter``); with
+    """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with
     ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
     'NCHW' or 'NHWC' maps)."""
-    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=(0, 1, 2, 3))
+    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=tuple(range(len(_outputs(variant)))))
     if kwargs.get('feature_cls') == 'getter':
         kwargs['feature_cls'] = InLineFeatureGetter
     if 'output_fmt' not in kwargs:

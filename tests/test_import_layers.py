@@ -13,8 +13,9 @@ toy datasets, a whole model from a config), then the ecosystem adapters (``smp_t
 ``timm`` / ``torchvision_detection``), then ``runtime`` / ``toy_data`` (switching the InLine evaluation,
 output tensors; toy datasets on disk), then ``models`` (the public names, the classifiers, the
 converter), then ``checkpoint`` (reading, finding and downloading checkpoints knows nothing about
-models), then ``families`` (one folder per family), then ``layers`` (the bricks they share), then
-the leaves ``typing``, ``ops`` and ``variants`` (the table of published variants).
+models), then ``variants`` (the table of published variants), then ``registry`` (the list of
+families), then ``families`` (one folder per family), then ``layers`` (the bricks they share), then
+the leaves ``typing``, ``ops`` and ``warning_filters``.
 Only ``openmmlab`` and the two floors above it import an OpenMMLab package, directly or through
 another module, at module level or inside a function. ``python tests/test_import_layers.py`` prints
 each subpackage's imports of its siblings.
@@ -42,9 +43,11 @@ LAYERS = [
     {'runtime', 'toy_data'},
     {'models'},
     {'checkpoint'},
-    {'families'},  # one folder per family: its model, converter and softmax attention
+    {'variants'},  # the table of published variants, a view over the registry
+    {'registry'},  # the list of families (their specs: plain data)
+    {'families'},  # one folder per family: its spec, model, converter and softmax attention
     {'layers'},  # the shared bricks every family builds from
-    {'typing', 'ops', 'warning_filters', 'variants'},
+    {'typing', 'ops', 'warning_filters'},
 ]
 
 class Edge(NamedTuple):
@@ -246,14 +249,14 @@ def upward_imports(edges: List[Edge]) -> List[Edge]:
 def test_subpackages_import_only_lower_layers(edges):
     upward = upward_imports(edges)
     assert not upward, ('imports that do not go down the layers (analysis/deploy > openmmlab > smp_toy > smp > '
-                        'timm/torchvision_detection > runtime/toy_data > models > checkpoint > families > '
-                        'layers > typing/ops):\n' + listing(upward))
+                        'timm/torchvision_detection > runtime/toy_data > models > checkpoint > variants > '
+                        'registry > families > layers > typing/ops):\n' + listing(upward))
 
 
 # The torch-only core: what ``from inline_dense.models import InLineSwin`` and the checkpoint
 # loading run. It imports no third-party package but torch and numpy's: not OpenMMLab, not timm, not
 # the adapter (``openmmlab`` is above it in LAYERS), not even inside a function.
-CORE = ('', 'models', 'checkpoint', 'families', 'layers', 'typing', 'variants')
+CORE = ('', 'models', 'checkpoint', 'variants', 'registry', 'families', 'layers', 'typing')
 NOT_IN_CORE = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
 OPENMMLAB = ('mmengine', 'mmcv', 'mmdet', 'mmseg')
 # the adapter, and the two floors that run whole OpenMMLab models through it

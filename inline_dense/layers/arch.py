@@ -8,7 +8,7 @@ import numbers
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 
-def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, dict], backbone: str,
+def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, Mapping[str, Any]], backbone: str,
                  overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """A preset name (e.g. 'tiny') or a full dict, with the non-None ``overrides`` applied."""
     keys = sorted(next(iter(presets.values())))

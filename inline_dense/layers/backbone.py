@@ -8,7 +8,7 @@ makes its stem and stages, its blocks by ``layers.inline_attention`` / ``transfo
 then this class's ``__init__`` takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
 ``enter`` and ``leave``) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
 """
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -41,7 +41,7 @@ class InLineBackboneBase(nn.Module):
     stages, taps: ``modules()`` order, which the seeded initialisation walks.
     """
 
-    arch_zoo: Dict[str, dict] = {}
+    arch_zoo: Mapping[str, Mapping[str, Any]] = {}  # the family spec's presets
     # Whether __init__ ends with init_from_scratch(). The OpenMMLab adapter turns it off: there
     # the runner calls init_weights() after the whole detector is built, and an initialisation at
     # construction would consume random numbers the neck and head draw today.
@@ -82,6 +82,13 @@ class InLineBackboneBase(nn.Module):
             self.init_from_scratch()
 
     # ------------------------------------------------------------------ forward
+    def output_info(self) -> List[Dict[str, Any]]:
+        """Each output the backbone can give (``out_indices`` picks among them), as timm describes a
+        feature: ``num_chs`` channels, ``reduction`` (its stride in input pixels) and ``module``, where
+        forward hooks read it (``taps.i``)."""
+        return [dict(num_chs=self.embed_dims[i], reduction=self.strides[i], module=f'taps.{i}')
+                for i in range(len(self.strides))]
+
     @property
     def min_input_size(self) -> int:
         """The total stride: smaller inputs leave the last stage all padding."""

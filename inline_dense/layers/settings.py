@@ -44,7 +44,7 @@ class BackboneSettings:
         return len(self.depths)
 
 
-def resolve_settings(name: str, presets: Mapping[str, dict], arch: Union[str, Mapping[str, Any]],
+def resolve_settings(name: str, presets: Mapping[str, Mapping[str, Any]], arch: Union[str, Mapping[str, Any]],
                      arch_overrides: Mapping[str, Any], *, in_channels: int, kernel: str, attn_impl: str,
                      out_indices: Sequence[int], out_norm: bool, frozen_stages: int, drop_path_rate: float,
                      options: Optional[Mapping[str, Any]] = None, stage_lists: Optional[Mapping[str, Sequence]] = None,

@@ -1,1 +1,2 @@
-"""InLine-cswin: its model (``model.py``) and its softmax attention."""
+"""InLine-CSwin: its facts (``spec.py``, plain data), its model (``model.py``), its converter
+(``convert.py``) and its own softmax attention."""

@@ -10,6 +10,7 @@ from ...layers.block import TransformerBlock, inline_attention, transformer_bloc
 from ...layers.settings import resolve_settings
 from ...typing import HW
 from .convert import convert_authors_layout
+from .spec import SPEC
 from .stripe_attention import CSwinStripeAttention
 
 
@@ -83,14 +84,7 @@ class InLineCSwin(InLineBackboneBase):
     ``inline_dense.variants``.
     """
 
-    arch_zoo = {
-        'tiny': dict(embed_dims=64, depths=(2, 4, 18, 1), num_heads=(2, 4, 8, 16), split_size=(1, 2, 7, 7),
-                     attn_type='IISS'),
-        'small': dict(embed_dims=64, depths=(3, 6, 29, 2), num_heads=(2, 4, 8, 16), split_size=(1, 2, 7, 7),
-                      attn_type='IISS'),
-        'base': dict(embed_dims=96, depths=(3, 6, 29, 2), num_heads=(4, 8, 16, 32), split_size=(1, 2, 7, 7),
-                     attn_type='IISS'),
-    }
+    arch_zoo = SPEC.presets
 
     if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
         stem: ConvDownsample

@@ -12,6 +12,7 @@ from ...layers.block import TransformerBlock, inline_attention, transformer_bloc
 from ...layers.settings import resolve_settings
 from ...typing import HW
 from .convert import convert_authors_layout
+from .spec import SPEC
 from .sr_attention import SRAttention
 
 
@@ -67,16 +68,7 @@ class InLinePVT(InLineBackboneBase):
         with_cp: as in ``InLineSwin``.
     """
 
-    arch_zoo = {
-        'tiny': dict(embed_dims=(64, 128, 320, 512), depths=(2, 2, 2, 2), num_heads=(2, 4, 10, 16),
-                     mlp_ratios=(8, 8, 4, 4)),
-        'small': dict(embed_dims=(64, 128, 320, 512), depths=(3, 4, 6, 3), num_heads=(2, 4, 10, 16),
-                      mlp_ratios=(8, 8, 4, 4)),
-        'medium': dict(embed_dims=(64, 128, 320, 512), depths=(3, 4, 18, 3), num_heads=(2, 4, 10, 16),
-                       mlp_ratios=(8, 8, 4, 4)),
-        'large': dict(embed_dims=(64, 128, 320, 512), depths=(3, 8, 27, 3), num_heads=(2, 4, 10, 16),
-                      mlp_ratios=(8, 8, 4, 4)),
-    }
+    arch_zoo = SPEC.presets
 
     trunc_normal_parameters = ('pos_embed',)
 

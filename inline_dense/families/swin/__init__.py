@@ -1,1 +1,2 @@
-"""InLine-swin: its model (``model.py``) and its softmax attention."""
+"""InLine-Swin: its facts (``spec.py``, plain data), its model (``model.py``), its converter
+(``convert.py``) and its own softmax attention."""

@@ -13,6 +13,7 @@ from ...layers.tensor_utils import traced
 from ...layers.tracing import fx_wrap
 from ...typing import HW
 from .convert import convert_authors_layout
+from .spec import SPEC
 from .window_attention import ShiftWindowMSA
 
 
@@ -103,11 +104,7 @@ class InLineSwin(InLineBackboneBase):
     ``inline_dense.variants`` (a path or URL works too).
     """
 
-    arch_zoo = {
-        'tiny': dict(embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), attn_type='IIIS'),
-        'small': dict(embed_dims=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), attn_type='IISS'),
-        'base': dict(embed_dims=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), attn_type='IIMS2'),
-    }
+    arch_zoo = SPEC.presets
 
     if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
         patch_embed: PatchEmbed

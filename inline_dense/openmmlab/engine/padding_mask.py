@@ -22,6 +22,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 from torch import nn
 
+from ... import registry
 from ...layers.backbone import InLineBackboneBase
 from ...typing import HW
 
@@ -98,7 +99,7 @@ class PaddingMaskHandle:
 
 
 def inline_backbones(model: nn.Module) -> List[nn.Module]:
-    """Every InLine backbone (InLineSwin, InLinePVT, InLineCSwin) inside ``model``, the model itself included."""
+    """Every InLine backbone (of any family) inside ``model``, the model itself included."""
     return [m for m in model.modules() if isinstance(m, InLineBackboneBase)]
 
 
@@ -132,8 +133,9 @@ class InLinePaddingMaskHook(Hook):
         handle = enable_padding_mask(runner.model)
         if not handle.backbones and not getattr(self, '_warned', False):
             self._warned = True
-            print_log('InLinePaddingMaskHook: the model has no InLine backbone (InLineSwin, InLinePVT, InLineCSwin); '
-                      'the hook does nothing (remove it from custom_hooks).', logger='current', level=logging.WARNING)
+            names = ', '.join(spec.class_name for spec in registry.FAMILIES.values())
+            print_log(f'InLinePaddingMaskHook: the model has no InLine backbone ({names}); the hook does nothing '
+                      f'(remove it from custom_hooks).', logger='current', level=logging.WARNING)
 
     def before_train(self, runner) -> None:
         self._enable(runner)
