@@ -54,17 +54,16 @@ from .checkpoint import SCHEME, Advice, load_pretrained
 from .checkpoint.errors import advising
 from .families import backbone_class
 from .layers.backbone import InLineBackboneBase
+from .layers.padding import PaddedBatchSizes, valid_grid_mask
 from .typing import HW
 
 
 def valid_area_mask(sizes: Sequence[HW], grid: HW, stride: int, device: torch.device) -> torch.Tensor:
     """(B, 1, h, w) float mask: 1 on the cells that overlap image b's real ``sizes[b]`` pixels
-    (``ceil(size / stride)`` rows and columns from the top left), 0 on its padding."""
-    h, w = grid
-    limits = torch.tensor([[-(-sh // stride), -(-sw // stride)] for sh, sw in sizes], device=device)
-    rows = torch.arange(h, device=device).view(1, h, 1) < limits[:, 0].view(-1, 1, 1)
-    cols = torch.arange(w, device=device).view(1, 1, w) < limits[:, 1].view(-1, 1, 1)
-    return (rows & cols).unsqueeze(1).float()
+    (``ceil(size / stride)`` rows and columns from the top left), 0 on its padding
+    (``layers.padding.valid_grid_mask``, the backbones' own)."""
+    return valid_grid_mask([(int(h), int(w)) for h, w in sizes], (int(grid[0]), int(grid[1])), stride,
+                           device).unsqueeze(1).float()
 
 
 class InLineFPNBackbone(nn.Module):
@@ -95,20 +94,20 @@ class InLineFPNBackbone(nn.Module):
         self.fpn = tv_fpn.FeaturePyramidNetwork([outputs[i]['num_chs'] for i in body.out_indices], out_channels,
                                          extra_blocks=extra_blocks, norm_layer=norm_layer)
         self.out_channels = out_channels
-        self._recorded: Optional[Tuple[torch.Size, List[HW]]] = None
+        self._recorded = PaddedBatchSizes()
 
     def __prepare_scriptable__(self) -> nn.Module:
         raise TypeError(SCRIPT_REFUSAL)
 
     def record_image_sizes(self, batch: torch.Tensor, sizes: Sequence[HW]) -> None:
         """Remembers the real image sizes of the padded ``batch`` for the next forward on it."""
-        self._recorded = (batch.shape, [(int(h), int(w)) for h, w in sizes])
+        self._recorded.record(batch, sizes)
 
     def _sizes_for(self, x: torch.Tensor) -> Optional[List[HW]]:
-        recorded, self._recorded = self._recorded, None
-        if recorded is not None and recorded[0] == x.shape:
-            return recorded[1]
-        return None
+        """The recorded sizes if ``x`` is the recorded batch; they serve one forward."""
+        sizes = self._recorded.for_input(x)
+        self._recorded.clear()
+        return sizes
 
     def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
         sizes = [tuple(s) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)

@@ -1,11 +1,13 @@
 """Padding: to multiples of a patch or window, to a minimum size, and the padding of a batch.
 
 A batch of images of different sizes is padded bottom/right to one tensor; each image's real size in
-input pixels (``valid_hw``, one (h, w) per image) says which tokens of a grid at a stride are
-image: :func:`valid_grid_sizes` and :func:`valid_token_mask`, the one primitive from image sizes to
-token masks. Symbolic tracing keeps the size-dependent helpers as calls (``tracing.fx_wrap``): call
-them through this module (``padding.pad_to_multiple``)."""
-from typing import List, Optional, Tuple
+input pixels (``valid_hw``, one (h, w) per image) says which cells of a grid at a stride are image:
+:func:`valid_grid_mask`, the one primitive from image sizes to masks (the backbones' token masks,
+:func:`valid_token_mask`; the torchvision adapter's FPN and anchor masks). :class:`PaddedBatchSizes`
+is how the adapters hand a batch's sizes to a backbone that their framework calls with the padded
+tensor alone (the OpenMMLab hook, the torchvision wrapper). Symbolic tracing keeps the size-dependent
+helpers as calls (``tracing.fx_wrap``): call them through this module (``padding.pad_to_multiple``)."""
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -67,16 +69,20 @@ def valid_token_mask(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int,
     ``valid_hw`` holds each image's real size in input pixels; ``batch_hw`` is the token
     grid at ``stride``. None when no image is padded beyond what its own size needs.
     """
-    sizes = valid_grid_sizes(valid_hw, batch_hw, stride)
-    if sizes is None:
+    if valid_hw is None or valid_grid_sizes(valid_hw, batch_hw, stride) is None:
         return None
-    h, w = batch_hw
+    return valid_grid_mask(valid_hw, batch_hw, stride, device).view(len(valid_hw), batch_hw[0] * batch_hw[1])
+
+
+def valid_grid_mask(valid_hw: List[HW], grid_hw: HW, stride: int, device: torch.device) -> torch.Tensor:
+    """(B, h, w) bool: True on the cells of the ``grid_hw`` grid at ``stride`` that overlap image b's
+    real ``valid_hw[b]`` pixels (``ceil(size / stride)`` rows and columns from the top left)."""
+    h, w = grid_hw
     rows = torch.arange(h, device=device).view(1, h, 1)
     cols = torch.arange(w, device=device).view(1, 1, w)
-    limit_rows = torch.tensor([s[0] for s in sizes], device=device).view(-1, 1, 1)
-    limit_cols = torch.tensor([s[1] for s in sizes], device=device).view(-1, 1, 1)
-    mask = (rows < limit_rows) & (cols < limit_cols)
-    return mask.view(len(sizes), h * w)
+    limit_rows = torch.tensor([(s[0] + stride - 1) // stride for s in valid_hw], device=device).view(-1, 1, 1)
+    limit_cols = torch.tensor([(s[1] + stride - 1) // stride for s in valid_hw], device=device).view(-1, 1, 1)
+    return (rows < limit_rows) & (cols < limit_cols)
 
 
 @fx_wrap
@@ -85,3 +91,29 @@ def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Te
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
     whose windows reach past an image's border."""
     return tokens if mask is None else tokens * mask.unsqueeze(-1).to(tokens.dtype)
+
+
+class PaddedBatchSizes:
+    """The real image sizes of one padded batch, for a backbone that its framework calls with the padded
+    tensor alone: ``record`` them (a hook on the model or its preprocessing), then ``for_input`` gives
+    them for that very batch only (the same batch size and spatial size), so a backbone run on crops
+    (slide inference) or on other tensors is left alone."""
+
+    def __init__(self) -> None:
+        self.batch_hw: Optional[Tuple[int, int, int]] = None  # (B, H, W) of the recorded batch
+        self.sizes: Optional[List[HW]] = None
+
+    def record(self, batch: torch.Tensor, sizes: Sequence[Sequence[int]]) -> None:
+        """Remembers the real (height, width) of each image of the padded (B, C, H, W) ``batch``."""
+        self.batch_hw = (int(batch.shape[0]), int(batch.shape[-2]), int(batch.shape[-1]))
+        self.sizes = [(int(s[0]), int(s[1])) for s in sizes]
+
+    def clear(self) -> None:
+        self.batch_hw = self.sizes = None
+
+    def for_input(self, x: Any) -> Optional[List[HW]]:
+        """The recorded sizes when ``x`` is the recorded batch (a 4-D tensor of its batch size and
+        spatial size), else None."""
+        if self.sizes is None or not isinstance(x, torch.Tensor) or x.ndim != 4:
+            return None
+        return self.sizes if (int(x.shape[0]), int(x.shape[-2]), int(x.shape[-1])) == self.batch_hw else None
