@@ -13,8 +13,8 @@ ImageNet-1K checkpoint.
 - ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
   ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
   URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
-  unpickler; EMA weights when present) and loaded by the one strict loader (with ``custom_load``;
-  a ``state_dict`` as the model is built, see :func:`_loading`; timm adapts nothing after it):
+  unpickler; EMA weights when present) and loaded by the one strict loader as the model is built
+  (see :func:`_loading`; timm adapts nothing after it):
   NaN / inf and integer-typed weights are refused, a head of another class count is dropped with a
   log line, a first convolution is adapted to ``in_chans``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
@@ -41,8 +41,7 @@ from timm.models._features import FeatureGetterNet
 from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
 from . import variants
-from .checkpoint import CORE, PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
-from .checkpoint.errors import advising, current_advice
+from .checkpoint import PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
 from .families.spec import Output
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
@@ -74,6 +73,10 @@ def _cfg(variant: str) -> Dict[str, Any]:
 default_cfgs = generate_default_cfgs({f'{v}.in1k': _cfg(v) for v in VARIANTS})
 
 
+ADVICE_ARG = 'checkpoint_advice'
+"""The ``create_model`` argument another adapter passes its own :class:`Advice` in (smp's encoders)."""
+
+
 def timm_advice(variant: str) -> Advice:
     """The errors' ending for a timm user."""
     return Advice(f'pass a file you downloaded yourself: timm.create_model({variant!r}, pretrained=True, '
@@ -99,65 +102,63 @@ def _hf_hub_file(hf_hub_id: str, filename: Optional[str]) -> str:
         return download_from_hf(hf_hub_id, HF_WEIGHTS_NAME)
 
 
-def pretrained_file(variant: str, cfg: Dict[str, Any]) -> Union[str, dict]:
+def pretrained_file(variant: str, cfg: Dict[str, Any], advice: Optional[Advice] = None) -> Union[str, dict]:
     """The weights ``cfg`` (the registry's, ``pretrained_cfg`` and ``pretrained_cfg_overlay`` merged)
     names, in timm's order (``_resolve_pretrained_source``): ``state_dict``, ``file``, ``hf_hub_id``,
     ``url``; as a local file through inline_dense's resolution (the authors' URL: the ``inline://``
     name, so ``checkpoints/`` and the cache serve it; another URL: our verified cache; ``file://``:
-    its path). Raises ValueError when there is none."""
+    its path). Raises ValueError when there is none. ``advice``: the caller's terms for a failed
+    download's hint (default timm's)."""
+    advice = advice or timm_advice(variant)
     if cfg.get('state_dict'):
         return cfg['state_dict']
     if cfg.get('file'):
-        return resolve(cfg['file'])
+        return resolve(cfg['file'], advice=advice)
     if cfg.get('hf_hub_id') and has_hf_hub(necessary=False):
         return _hf_hub_file(cfg['hf_hub_id'], cfg.get('hf_hub_filename'))
     if cfg.get('url'):
-        return resolve(SCHEME + variant if cfg['url'] == PUBLISHED[variant].url else cfg['url'])
+        return resolve(SCHEME + variant if cfg['url'] == PUBLISHED[variant].url else cfg['url'], advice=advice)
     raise ValueError(f'{variant}: pretrained=True, but the pretrained_cfg names no weights (file, url, hf_hub_id '
                      f'or state_dict).')
 
 
-def _loading(state_dict: Mapping[str, torch.Tensor]) -> Callable[..., InLineClassifier]:
-    """The model class for timm's builder given a ``pretrained_cfg['state_dict']``: it builds the
-    model and loads the state dict through the strict loader (first convolution adapted to
-    ``in_chans``, a head of another class count dropped), before timm's feature wrapper.
+def _loading(weights: Union[str, Mapping[str, torch.Tensor]], advice: Advice) -> Callable[..., InLineClassifier]:
+    """The model class for timm's builder given the pretrained weights (a local file, or a
+    ``pretrained_cfg['state_dict']``): it builds the model and loads them through the strict loader
+    (first convolution adapted to ``in_chans``, a head of another class count dropped), its errors
+    ending with ``advice``, before timm's feature wrapper.
 
     timm itself would load a state dict through a ``pretrained_filter_fn`` and then redo, on the
     filter's output, what the loader already did: adapt the first convolution from the
     ``input_size`` channels and drop the head for another ``num_classes``; on a stem the loader had
     adapted it warns that the weights do not match ``input_size`` (or, in older timm, that it
-    could not convert them). Files and URLs take timm's ``custom_load`` route instead, where timm
-    calls ``model.load_pretrained`` and does nothing after it."""
+    could not convert them). Its ``custom_load`` route for files (``model.load_pretrained(file)``)
+    could not pass the caller's advice."""
     def build(**kwargs: Any) -> InLineClassifier:
         model = InLineClassifier(**kwargs)
-        model.load_pretrained(state_dict)
+        model.load_pretrained(weights, advice=advice)
         return model
     return build
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
+    advice: Advice = kwargs.pop(ADVICE_ARG, None) or timm_advice(variant)
     check_output_stride(kwargs.pop('output_stride', None), variant, [o.stride for o in _outputs(variant)])
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
     model_cls: Callable[..., InLineClassifier] = InLineClassifier
-    timm_loads = pretrained
-    with advising(timm_advice(variant)):
-        if pretrained:
-            cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
-            try:
-                found = pretrained_file(variant, cfg)
-            except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
-                advice = current_advice(CORE)
-                said = advice.other_file in str(exc)  # a download's hint names it already (checkpoint.sources)
-                raise type(exc)(f'{exc}\n' + (f'Or {advice.no_weights}.' if said else advice.ending())) from exc
-            if isinstance(found, dict):  # loaded as the model is built; timm loads nothing (see _loading)
-                model_cls, timm_loads = _loading(found), False
-            else:
-                overlay['file'] = found
-                overlay['custom_load'] = True  # the authors' layout: converted, and loaded strictly, by ours
-        family, arch = VARIANTS[variant]
-        return build_model_with_cfg(model_cls, variant, timm_loads, pretrained_cfg_overlay=overlay,
-                                    feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch,
-                                    **kwargs)
+    if pretrained:
+        cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
+        try:
+            found = pretrained_file(variant, cfg, advice)
+        except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
+            said = advice.other_file in str(exc)  # a download's hint names it already (checkpoint.sources)
+            raise type(exc)(f'{exc}\n' + (f'Or {advice.no_weights}.' if said else advice.ending())) from exc
+        model_cls = _loading(found, advice)  # loaded as the model is built; timm loads nothing
+        if not isinstance(found, dict):
+            overlay['file'] = found  # the pretrained cfg names the file the weights came from
+    family, arch = VARIANTS[variant]
+    return build_model_with_cfg(model_cls, variant, False, pretrained_cfg_overlay=overlay,
+                                feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch, **kwargs)
 
 
 class InLineFeatureGetter(FeatureGetterNet):

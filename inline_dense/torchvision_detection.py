@@ -51,7 +51,6 @@ from torchvision.ops import feature_pyramid_network as tv_fpn
 
 from . import variants
 from .checkpoint import SCHEME, Advice, load_pretrained
-from .checkpoint.errors import advising
 from .families import backbone_class
 from .layers.backbone import InLineBackboneBase
 from .layers.padding import PaddedBatchSizes, valid_grid_mask
@@ -268,9 +267,7 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
         backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, len(strides))
     body = backbone_class(spec)(arch=entry.arch, **backbone_kwargs)
     if checkpoint is not None:
-        advice = torchvision_advice(variant)
-        with advising(advice):  # the download's hint (checkpoint.sources) speaks it too
-            load_pretrained(body, checkpoint, advice=advice)
+        load_pretrained(body, checkpoint, advice=torchvision_advice(variant))
     return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
 
 

@@ -129,7 +129,7 @@ def sources(monkeypatch):
     """Records what inline_dense.timm resolves or fetches from the hub; every source gives the fixture."""
     asked = []
 
-    def fake_resolve(name):
+    def fake_resolve(name, advice=None):
         asked.append(('resolve', name))
         return PVT_FILE
 
@@ -226,6 +226,16 @@ def test_errors_speak_the_callers_ecosystem(tmp_path):
         smp.FPN('tu-inline_pvt_t', encoder_weights=True, classes=2, pretrained_cfg_overlay=dict(file=missing))
     assert 'encoder_weights=None' in str(smp_error.value) and 'init_cfg' not in str(smp_error.value)
     assert "smp.<Model>('tu-inline_pvt_t'" in str(smp_error.value)
+
+
+def test_the_core_loader_speaks_plain_pytorch(tmp_path):
+    """``load_pretrained`` called from plain PyTorch tells no one to edit an init_cfg; the OpenMMLab
+    adapter passes its own terms (tests/test_backbone_errors.py)."""
+    from inline_dense.models import InLinePVT
+    with pytest.raises(FileNotFoundError) as info:
+        load_pretrained(InLinePVT(depths=(1, 1, 1, 1)), str(tmp_path / 'absent.pth'))
+    text = str(info.value)
+    assert 'init_cfg' not in text and "'inline://inline_pvt_t'" in text and 'pass none for random weights' in text
 
 
 def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeypatch):

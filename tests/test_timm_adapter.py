@@ -209,7 +209,7 @@ def test_mismatched_checkpoint_is_refused_with_the_keys():
 
 
 def test_pretrained_without_a_file_says_how_to_pass_one(monkeypatch):
-    def offline(name):
+    def offline(name, advice=None):
         raise FileNotFoundError(f'{name} is not available offline')
     monkeypatch.setattr(inline_dense.timm, 'resolve', offline)
     with pytest.raises(FileNotFoundError, match=r"not available offline\n.*pretrained_cfg_overlay=dict\(file="):

@@ -18,7 +18,6 @@ from torch import nn
 from .. import registry, variants
 from ..checkpoint import CORE, Advice, Allowed, load_file
 from ..checkpoint.adapt import adapt_input_conv
-from ..checkpoint.errors import current_advice
 from ..families import backbone_class
 from ..layers.backbone import InLineBackboneBase
 from ..layers.block import TransformerBlock
@@ -270,8 +269,8 @@ class InLineClassifier(nn.Module):
         another size is dropped with a log line naming it, and the model's stays freshly initialised;
         a 3-channel first convolution is adapted to ``in_chans`` (summed for 1, repeated and scaled
         otherwise, as timm's ``adapt_input_conv``). ``checkpoint`` may be a state dict (timm's
-        ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (default: the
-        enclosing ``checkpoint.errors.advising`` block's, e.g. timm's, else the torch API's).
+        ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (timm's, smp's;
+        default the torch API's).
         Returns the checkpoint keys not loaded."""
         first_conv = registry.FAMILIES[self.family].head.first_conv + '.weight'
 
@@ -284,7 +283,7 @@ class InLineClassifier(nn.Module):
         optional = ('head.', 'norm.')  # no head (num_classes=0), the final norm pruned (features_only)
         return load_file(self, checkpoint, convert=convert, within=None, weights=weights,
                          allowed=Allowed(missing=('head.',), unused=optional, resized=('head.',)),
-                         advice=advice or current_advice(CORE),
+                         advice=advice or CORE,
                          why=f'model, InLine-{self.family} {self.backbone.arch} (is it another variant?)',
                          example=variants.example_of(self.family)).dropped
 

@@ -23,7 +23,7 @@ from mmengine.registry import MODELS
 
 from .. import models as core
 from .. import variants
-from ..checkpoint import load_pretrained
+from ..checkpoint import INIT_CFG, load_pretrained
 
 InitCfg = Union[dict, List[dict], None]
 
@@ -73,7 +73,7 @@ class OpenMMLabBackbone:
             if unknown:
                 raise ValueError(f'{type(self).__name__}: init_cfg Pretrained option(s) {unknown} are not '
                                  f'supported; supported: {sorted(options)}.')
-            load_pretrained(self, entry['checkpoint'], **extra)
+            load_pretrained(self, entry['checkpoint'], advice=INIT_CFG, **extra)
         self._is_init = True
 
 
