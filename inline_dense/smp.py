@@ -76,7 +76,7 @@ def _encoder_init(self, name: str, *args, **kwargs) -> None:
 
 
 _encoder_init.__wrapped__ = _timm_encoder_init  # type: ignore[attr-defined]
-TimmUniversalEncoder.__init__ = _encoder_init  # type: ignore[method-assign]
+TimmUniversalEncoder.__init__ = _encoder_init
 
 
 def encoder_name(variant: str) -> str:

@@ -166,8 +166,9 @@ class InLineFeatureGetter(FeatureGetterNet):
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s union."""
 
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
-        features = self.model.forward_intermediates(x, indices=self.out_indices, norm=self.norm,
-                                                    output_fmt=self.output_fmt, intermediates_only=True)
+        # a submodule's method: typed Tensor | Module by nn.Module's __getattr__
+        features = self.model.forward_intermediates(  # type: ignore[operator]
+            x, indices=self.out_indices, norm=self.norm, output_fmt=self.output_fmt, intermediates_only=True)
         if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
             if torch.jit.isinstance(features, List[torch.Tensor]):
                 return features

@@ -109,7 +109,7 @@ class InLineFPNBackbone(nn.Module):
         return sizes
 
     def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
-        sizes = [tuple(s) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
+        sizes = [(int(s[0]), int(s[1])) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
         self.current_sizes = sizes
         feats = list(self.body(x, sizes))
         masks = None
@@ -265,7 +265,8 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
         if 'frozen_stages' in backbone_kwargs:
             raise ValueError('inline_fpn_backbone: give trainable_layers (torchvision) or frozen_stages, not both.')
         backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, len(strides))
-    body = backbone_class(spec)(arch=entry.arch, **backbone_kwargs)
+    family: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
+    body = family(arch=entry.arch, **backbone_kwargs)
     if checkpoint is not None:
         load_pretrained(body, checkpoint, advice=torchvision_advice(variant))
     return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)

@@ -5,6 +5,7 @@ Backbones: ``inline-<family>-<size>`` for each variant of :mod:`inline_dense.var
 same preset. A config path gives a whole mmdet/mmseg model
 (:class:`inline_dense.openmmlab.config_model.ConfigModel`), labelled by the config's file name without extension.
 """
+import functools
 import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -13,13 +14,19 @@ from torch import nn
 
 from .. import registry, variants
 from ..families import backbone_class
-from ..families.spec import Baseline, Preset
+from ..families.spec import Baseline, FamilySpec, Preset
 from ..openmmlab.config_model import ConfigModel
 
 # each family's smallest variant, then the mmdet softmax backbone of its preset where it has one
 DEFAULT_MODELS = tuple(name for spec in registry.FAMILIES.values()
                        for name in (variants.zoo_name(spec.weights[0].name),
                                     variants.zoo_name(spec.weights[0].name, baseline=True)) if name)
+
+
+def build_inline(spec: FamilySpec, preset: str) -> nn.Module:
+    """The family's backbone on ``preset``, with the stochastic depth of the baselines."""
+    family: Callable[..., nn.Module] = backbone_class(spec)  # each family has its own arguments
+    return family(preset, drop_path_rate=0.1)
 
 
 def build_baseline(baseline: Baseline, preset: Preset) -> nn.Module:
@@ -36,11 +43,10 @@ def backbone_zoo() -> Dict[str, Callable[[], nn.Module]]:
     zoo: Dict[str, Callable[[], nn.Module]] = {}
     for name, entry in variants.VARIANTS.items():
         spec = registry.FAMILIES[entry.family]
-        zoo[str(variants.zoo_name(name))] = lambda spec=spec, arch=entry.arch: backbone_class(spec)(
-            arch, drop_path_rate=0.1)
+        zoo[str(variants.zoo_name(name))] = functools.partial(build_inline, spec, entry.arch)
         baseline = variants.zoo_name(name, baseline=True)
         if baseline is not None and spec.baseline is not None:
-            zoo[baseline] = lambda b=spec.baseline, preset=spec.presets[entry.arch]: build_baseline(b, preset)
+            zoo[baseline] = functools.partial(build_baseline, spec.baseline, spec.presets[entry.arch])
     return zoo
 
 

@@ -15,7 +15,7 @@ the random numbers the neck and head draw at construction are the same as before
 """
 import copy
 import inspect
-from typing import Any, List, Union
+from typing import TYPE_CHECKING, Any, List, Union
 
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import initialize
@@ -26,6 +26,11 @@ from .. import variants
 from ..checkpoint import INIT_CFG, load_pretrained
 
 InitCfg = Union[dict, List[dict], None]
+
+if TYPE_CHECKING:  # what the mixin stands in front of (at run time it adds no base class)
+    from ..layers.backbone import InLineBackboneBase as _Core
+else:
+    _Core = object
 
 
 def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
@@ -41,7 +46,7 @@ def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
     return init_cfg
 
 
-class OpenMMLabBackbone:
+class OpenMMLabBackbone(_Core):
     """In front of a core family and ``BaseModule``: takes ``init_cfg`` and gives ``init_weights()``.
 
     Args (besides the core family's):
