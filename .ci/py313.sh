@@ -43,5 +43,5 @@ setup_done=$(date +%s)
 echo "[ci-py313] setup from nothing on Python 3.13, no compiler: $(( setup_done - start )) s"
 # The tests see the scratch setup cache, as .ci/run's do.
 INLINE_DENSE_CACHE="$scratch/cache" "$venv/bin/python" -m pytest -q -n 2 --durations=10 \
-  tests/test_fidelity.py tests/test_mmcv_ops.py tests/test_toy_e2e.py
+  tests/families/test_fidelity.py tests/ops/test_mmcv_ops.py tests/openmmlab/test_toy_e2e.py
 echo "[ci-py313] tests on Python 3.13: $(( $(date +%s) - setup_done )) s; whole step: $(( $(date +%s) - start )) s"

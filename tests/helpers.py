@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {name: (spec.class_name, dict(spec.tiny))
                                                for name, spec in registry.FAMILIES.items()}
 TINY_KINDS = tuple(TINY)
+# Each family's smallest published variant (its inline:// and timm name), and that variant narrowed to
+# the family's tiny widths (its attention layout kept): the adapters' tests build these.
+SMALLEST: Dict[str, str] = {name: spec.weights[0].name for name, spec in registry.FAMILIES.items()}
+NARROW: Dict[str, Dict[str, Any]] = {spec.weights[0].name: {k: spec.tiny[k] for k in ('embed_dims', 'num_heads')}
+                                     for spec in registry.FAMILIES.values()}
 # The fewest blocks that still hold every kind of block of a family (its spec's overrides of
 # ``tiny``), for the tests whose cost grows with the block count (graph capture).
 EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {name: dict(spec.every_kind_once)
