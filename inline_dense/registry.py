@@ -23,6 +23,9 @@ FAMILIES: Dict[str, FamilySpec] = {module.SPEC.name: module.SPEC for module in (
     cswin,
 )}
 
+EXAMPLE_FAMILY = next(iter(FAMILIES))
+"""The family defaults and messages name as an example (the first)."""
+
 
 def family(name: str) -> FamilySpec:
     """The spec of family ``name`` ('swin', ...); ValueError naming the known ones otherwise."""

@@ -69,7 +69,7 @@ class InLineClassifier(nn.Module):
     """An InLine backbone with the authors' classification head.
 
     Args:
-        family: a family of :data:`inline_dense.registry.FAMILIES` ('swin', ...).
+        family: a family of :data:`inline_dense.registry.FAMILIES` (default the first).
         arch: the backbone's preset name ('tiny', ...) or arch dict.
         num_classes: head outputs; 0: no head (``forward`` gives the pooled features).
         global_pool: 'avg' (the authors': the token mean), 'max', 'avgmax' (the mean of both), or ''
@@ -85,7 +85,7 @@ class InLineClassifier(nn.Module):
     norm; ``forward_head`` -> (B, num_classes) (or (B, C) with ``pre_logits``).
     """
 
-    def __init__(self, family: str = 'swin', arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
+    def __init__(self, family: str = registry.EXAMPLE_FAMILY, arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
                  global_pool: str = 'avg', drop_rate: float = 0.0, in_chans: int = 3,
                  output_stride: Optional[int] = None, **backbone_kwargs) -> None:
         super().__init__()

@@ -13,7 +13,7 @@ from ..typing import StateDict
 
 
 def detect_backbone(state: StateDict) -> str:
-    """The backbone class name ('InLineSwin', ...) from the key layout (authors' or ours), by the
+    """The backbone class name (its family spec's ``class_name``) from the key layout (authors' or ours), by the
     families' ``key_patterns`` (:mod:`inline_dense.registry`)."""
     family = registry.detect_family(state)
     if family is None:
