@@ -20,7 +20,6 @@ import time
 from typing import Dict, Tuple
 
 FORBIDDEN = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
-VARIANTS = ('inline_swin_mini', 'inline_pvt_mini', 'inline_cswin_mini')
 TOL = 1e-5
 ODD_SIZES = ((65, 97), (33, 31))
 
@@ -33,21 +32,13 @@ def forbidden_modules() -> list:
     return sorted(m for m in sys.modules if m.split('.')[0] in FORBIDDEN)
 
 
-def build_reference(models, ref: dict):
-    """Our backbone with the arch the authors' model of ``ref`` was built with: all four stages out,
-    no output norm (the reference holds each stage's last block output)."""
-    a = ref['arch']
-    common = dict(out_norm=False, drop_path_rate=0.0)
-    if ref['kind'] == 'swin':
-        return models.InLineSwin(embed_dims=a['embed_dim'], depths=a['depths'], num_heads=a['num_heads'],
-                                 attn_type=a['attn_type'], **common)
-    if ref['kind'] == 'cswin':
-        return models.InLineCSwin(embed_dims=a['embed_dim'], depths=a['depth'], num_heads=a['num_heads'],
-                                  split_size=a['split_size'], attn_type=a['attn_type'], mlp_ratio=a['mlp_ratio'],
-                                  **common)
-    return models.InLinePVT(embed_dims=a['embed_dims'], depths=a['depths'], num_heads=a['num_heads'],
-                            mlp_ratios=a['mlp_ratios'], attn_type=a['attn_type'], sr_ratios=a['sr_ratios'],
-                            qkv_bias=a['qkv_bias'], **common)
+def build_reference(ref: dict):
+    """Our backbone with the arch the authors' model of ``ref`` was built with (its family spec's
+    ``fixture``): every output, no output norm (the reference holds each raw output)."""
+    from inline_dense import registry
+    from inline_dense.families import backbone_class
+    spec = registry.family(ref['kind'])
+    return backbone_class(spec)(**spec.fixture.backbone_kwargs(ref['arch']))
 
 
 def max_error(torch, model, ref: dict) -> float:
@@ -74,8 +65,10 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def check_presets(torch, models, quick: bool) -> None:
-    for cls in (models.InLineSwin, models.InLinePVT, models.InLineCSwin):
+def check_presets(torch, quick: bool) -> None:
+    from inline_dense import registry
+    from inline_dense.families import backbone_class
+    for cls in (backbone_class(spec) for spec in registry.FAMILIES.values()):
         for arch in list(cls.arch_zoo)[:1] if quick else cls.arch_zoo:
             t0 = time.time()
             model = cls(arch).eval()
@@ -94,25 +87,27 @@ def check_presets(torch, models, quick: bool) -> None:
             del model
 
 
-def check_fixtures(torch, models, fixtures: str) -> None:
+def check_fixtures(torch, fixtures: str) -> None:
+    from inline_dense import registry
     from inline_dense.checkpoint import load_pretrained, sources
     server, base = serve(fixtures)
     try:
-        for variant in VARIANTS:
+        for spec in registry.FAMILIES.values():
+            variant = spec.fixture.name
             ref = torch.load(os.path.join(fixtures, f'{variant}_reference.pt'), weights_only=True)
             path = os.path.join(fixtures, f'{variant}_authors_layout.pth')
-            family = {'swin': 'inline_swin_t', 'pvt': 'inline_pvt_t', 'cswin': 'inline_cswin_t'}[ref['kind']]
+            family = spec.weights[0].name  # its smallest published variant: inline:// serves the fixture
             # the published name points at the local server: inline:// goes through download and cache
             sources.PUBLISHED[family] = sources.PUBLISHED[family]._replace(url=f'{base}/{variant}_authors_layout.pth')
             errors: Dict[str, float] = {}
             for how, source in (('path', path), ('url', f'{base}/{variant}_authors_layout.pth'),
                                 ('inline', f'inline://{family}')):
-                model = build_reference(models, ref)
+                model = build_reference(ref)
                 load_pretrained(model, source)
                 errors[how] = max_error(torch, model, ref)
             say(f'{variant}: max |ours - authors| per load ' + ', '.join(f'{k} {v:.1e}' for k, v in errors.items()))
             assert max(errors.values()) < TOL, (variant, errors, TOL)
-            fresh = build_reference(models, ref)
+            fresh = build_reference(ref)
             assert max_error(torch, fresh, ref) > 1e-2, f'{variant}: random weights match too: the check is void'
     finally:
         server.shutdown()
@@ -138,10 +133,10 @@ def main(argv: list) -> int:
     assert not forbidden_modules(), f'importing the core imported {forbidden_modules()}'
     torch.manual_seed(0)
     torch.set_num_threads(min(4, os.cpu_count() or 1))
-    check_presets(torch, models, quick)
+    check_presets(torch, quick)
     with tempfile.TemporaryDirectory(prefix='inline_dense-core-only-') as cache:
         os.environ['INLINE_DENSE_CACHE'] = cache  # the URL / inline:// downloads land here, not in ~/.cache
-        check_fixtures(torch, models, fixtures)
+        check_fixtures(torch, fixtures)
     left = forbidden_modules()
     assert not left, f'the core imported {left}'
     say(f'ok: no module of {", ".join(FORBIDDEN)} imported ({time.perf_counter() - t0:.1f} s)')

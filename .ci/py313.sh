@@ -21,6 +21,6 @@ echo "[ci-py313] setup from nothing with $py ($("$py" -c 'import platform; print
 env -u VIRTUAL_ENV INLINE_DENSE_VENV="$venv" PYTHON="$py" PATH="$no_compiler:$PATH" bash tools/setup_env.sh
 setup_done=$(date +%s)
 echo "[ci-py313] setup from nothing on Python $newest, no compiler: $(( setup_done - start )) s"
-"$venv/bin/python" -m pytest -q -n 2 --durations=10 tests/test_fidelity.py tests/test_mmcv_ops.py tests/test_toy_e2e.py
+"$venv/bin/python" -m pytest -q -n 2 --durations=10 tests/families/test_fidelity.py tests/ops/test_mmcv_ops.py tests/openmmlab/test_toy_e2e.py
 PYTHON="$py" bash .ci/core_only.sh newest
 echo "[ci-py313] tests on Python $newest: $(( $(date +%s) - setup_done )) s; whole step: $(( $(date +%s) - start )) s"

@@ -1,17 +1,19 @@
 """InLine attention backbones for dense prediction.
 
-``import inline_dense`` is light: it imports nothing (no torch, no OpenMMLab). Use
+``import inline_dense`` is light: it imports no torch and no OpenMMLab (the family registry only,
+plain data). Use
 
 * :mod:`inline_dense.models`: the backbones in plain torch (``InLineSwin``, ``InLinePVT``,
-  ``InLineCSwin``), initialised at construction; :func:`inline_dense.checkpoint.load_pretrained`
-  loads the authors' ImageNet weights into them;
+  ``InLineCSwin``: one per family of :mod:`inline_dense.registry`), initialised at construction;
+  :func:`inline_dense.checkpoint.load_pretrained` loads the authors' ImageNet weights into them;
 * :mod:`inline_dense.openmmlab`: the same backbones for MMDetection / MMSegmentation (registered
   in mmengine's ``MODELS`` with ``init_cfg``), the engine hooks, the mmcv ops and the
   ``inline://`` checkpoint scheme; the configs import it through ``custom_imports``.
 """
-__all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', '__version__']
+from .registry import FAMILIES as _FAMILIES
 
-_CORE_NAMES = ('InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin')
+_CORE_NAMES = ('InLineAttention', *(spec.class_name for spec in _FAMILIES.values()))
+__all__ = [*_CORE_NAMES, '__version__']
 
 
 def __getattr__(name: str) -> object:  # PEP 562: ``inline_dense.InLineSwin`` imports the core on first use

@@ -32,7 +32,7 @@ from segmentation_models_pytorch.encoders.timm_universal import TimmUniversalEnc
 from . import timm as _registers_the_models  # noqa: F401,E402
 from . import variants  # noqa: E402
 from .checkpoint import Advice  # noqa: E402
-from .checkpoint.errors import advising  # noqa: E402
+from .timm import ADVICE_ARG  # noqa: E402
 
 ENCODER_PREFIX = 'tu-inline_'
 _hub_from_pretrained = SegmentationModel._from_pretrained.__func__  # huggingface_hub's: build, then load the file
@@ -69,15 +69,14 @@ _timm_encoder_init = getattr(TimmUniversalEncoder.__init__, '__wrapped__', TimmU
 
 def _encoder_init(self, name: str, *args, **kwargs) -> None:
     """smp's timm encoder; for an InLine one, checkpoint errors speak smp's arguments
-    (``encoder_weights``), not timm's."""
-    if name not in variants.VARIANTS:
-        return _timm_encoder_init(self, name, *args, **kwargs)
-    with advising(smp_advice(name)):
-        return _timm_encoder_init(self, name, *args, **kwargs)
+    (``encoder_weights``), not timm's: smp hands its advice to our timm models (``ADVICE_ARG``)."""
+    if name in variants.VARIANTS:
+        kwargs[ADVICE_ARG] = smp_advice(name)
+    return _timm_encoder_init(self, name, *args, **kwargs)
 
 
 _encoder_init.__wrapped__ = _timm_encoder_init  # type: ignore[attr-defined]
-TimmUniversalEncoder.__init__ = _encoder_init  # type: ignore[method-assign]
+TimmUniversalEncoder.__init__ = _encoder_init
 
 
 def encoder_name(variant: str) -> str:

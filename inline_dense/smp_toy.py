@@ -24,10 +24,9 @@ from .toy_data import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, make_toy_ade
 IGNORE = 255
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
-# small encoders (a preset's attention layout at about a quarter of its depth and width): a few
-# minutes of CPU suffice for them to learn the toy scenes
-SMALL_ENCODER = dict(embed_dims=32, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8), drop_path_rate=0.0)
-SMALL_HEADS = {'cswin': (2, 2, 4, 8)}  # CSwin's stripe stages split their heads in two branches
+# small encoders (each family spec's ``small``: a preset's attention layout at about a quarter of its
+# depth and width): a few minutes of CPU suffice for them to learn the toy scenes
+SMALL_ENCODER = dict(drop_path_rate=0.0)
 # decoder widths for the CPU: smp's defaults (256 channels at stride 4) cost several times the encoder
 DECODERS = tuple(cls.__name__ for cls in smp.MODEL_ARCHITECTURES_MAPPING.values())  # smp's decoder classes
 SMALL_DECODERS = {'UPerNet': dict(decoder_channels=64),
@@ -90,9 +89,9 @@ def load_split(root: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
 
 
 def small_encoder(variant: str) -> dict:
-    """The backbone arguments of the small encoder of ``variant``'s family (``SMALL_ENCODER``)."""
-    family = VARIANTS[variant][0] if variant in VARIANTS else ''
-    return dict(SMALL_ENCODER, num_heads=SMALL_HEADS.get(family, SMALL_ENCODER['num_heads']))
+    """The backbone arguments of the small encoder of ``variant``'s family (its spec's ``small``,
+    without stochastic depth)."""
+    return dict(variants.spec_of(variant).small, **SMALL_ENCODER)
 
 
 def build_model(decoder: str = 'UPerNet', variant: str = variants.EXAMPLE, num_classes: int = len(TOY_ADE_CLASSES),

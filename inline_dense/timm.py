@@ -1,4 +1,4 @@
-"""Registers the ten InLine models with timm: ``import inline_dense.timm`` once, then
+"""Registers the published InLine models with timm: ``import inline_dense.timm`` once, then
 ``timm.create_model(name, pretrained=..., num_classes=..., features_only=...)``.
 
 timm has no plugin discovery, hence the import. The names are those of ``inline://``
@@ -7,13 +7,14 @@ ImageNet-1K checkpoint.
 
 - Classification: :class:`~inline_dense.models.classifier.InLineClassifier`, the authors' model
   (logits equal to theirs).
-- ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at strides
-  4, 8, 16, 32 at any input size; ``out_indices`` picks stages 0-3.
+- ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at the
+  backbone's output strides (a pyramid's stages: 4, 8, 16, 32) at any input size; ``out_indices``
+  picks among the outputs (by default all of them: the family spec's ``outputs``).
 - ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
   ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
   URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
-  unpickler; EMA weights when present) and loaded by the one strict loader (with ``custom_load``;
-  a ``state_dict`` as the model is built, see :func:`_loading`; timm adapts nothing after it):
+  unpickler; EMA weights when present) and loaded by the one strict loader as the model is built
+  (see :func:`_loading`; timm adapts nothing after it):
   NaN / inf and integer-typed weights are refused, a head of another class count is dropped with a
   log line, a first convolution is adapted to ``in_chans``. Offline:
   ``pretrained_cfg_overlay=dict(file='/path/to/authors.pth')``.
@@ -21,14 +22,14 @@ ImageNet-1K checkpoint.
   traces with the attentions as leaf modules (registered here with timm's notrace lists);
   ``output_fmt='NHWC'`` with the getter.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
-  ``output_stride`` other than 32 raises ``ValueError`` (no dilated variant exists).
+  ``output_stride`` other than the backbone's own (32 for a pyramid) raises ``ValueError`` (no
+  dilated variant exists).
 """
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
 from huggingface_hub.utils import EntryNotFoundError
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
@@ -40,8 +41,8 @@ from timm.models._features import FeatureGetterNet
 from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
 from . import variants
-from .checkpoint import CORE, PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
-from .checkpoint.errors import advising, current_advice
+from .checkpoint import PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
+from .families.spec import Output
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
 
@@ -49,19 +50,31 @@ SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
 
 
-def _cfg(variant: str) -> Dict[str, Any]:
-    """The authors' evaluation: Swin's codebase (``TEST.CROP``): resize to 256x256 (squash), centre
-    crop 224, bicubic, ImageNet mean / std."""
+def _outputs(variant: str) -> Tuple[Output, ...]:
+    """The outputs of the variant's preset (its family spec's ``outputs``)."""
     entry = variants.variant(variant)
-    return dict(url=PUBLISHED[variant].url, custom_load=True, num_classes=1000, input_size=(3, 224, 224),
-                pool_size=(7, 7), crop_pct=224 / 256, crop_mode='squash', interpolation='bicubic',
-                fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
-                first_conv=variants.FAMILIES[entry.family].first_conv, classifier='head', license='mit',
+    return variants.spec_of(variant).preset_outputs(entry.arch)
+
+
+def _cfg(variant: str) -> Dict[str, Any]:
+    """The authors' evaluation, as the family spec's weights give it (the Swin codebase's
+    ``TEST.CROP`` for all so far: resize to 256x256 (squash), centre crop 224, bicubic, ImageNet mean
+    / std)."""
+    weights, spec = variants.variant(variant).weights, variants.spec_of(variant)
+    size, stride = weights.input_size, _outputs(variant)[-1].stride
+    return dict(url=PUBLISHED[variant].url, custom_load=True, num_classes=1000, input_size=(3, size, size),
+                pool_size=(size // stride, size // stride), crop_pct=weights.crop_pct, crop_mode=weights.crop_mode,
+                interpolation=weights.interpolation, fixed_input_size=False, mean=weights.mean, std=weights.std,
+                first_conv=spec.head.first_conv, classifier='head', license='mit',
                 origin_url=SOURCE, paper_ids=PAPER, notes=(f'{PUBLISHED[variant].title}, ImageNet-1K top-1 '
                                                            f'{PUBLISHED[variant].top1}% (the authors\' figure).',))
 
 
 default_cfgs = generate_default_cfgs({f'{v}.in1k': _cfg(v) for v in VARIANTS})
+
+
+ADVICE_ARG = 'checkpoint_advice'
+"""The ``create_model`` argument another adapter passes its own :class:`Advice` in (smp's encoders)."""
 
 
 def timm_advice(variant: str) -> Advice:
@@ -89,65 +102,63 @@ def _hf_hub_file(hf_hub_id: str, filename: Optional[str]) -> str:
         return download_from_hf(hf_hub_id, HF_WEIGHTS_NAME)
 
 
-def pretrained_file(variant: str, cfg: Dict[str, Any]) -> Union[str, dict]:
+def pretrained_file(variant: str, cfg: Dict[str, Any], advice: Optional[Advice] = None) -> Union[str, dict]:
     """The weights ``cfg`` (the registry's, ``pretrained_cfg`` and ``pretrained_cfg_overlay`` merged)
     names, in timm's order (``_resolve_pretrained_source``): ``state_dict``, ``file``, ``hf_hub_id``,
     ``url``; as a local file through inline_dense's resolution (the authors' URL: the ``inline://``
     name, so ``checkpoints/`` and the cache serve it; another URL: our verified cache; ``file://``:
-    its path). Raises ValueError when there is none."""
+    its path). Raises ValueError when there is none. ``advice``: the caller's terms for a failed
+    download's hint (default timm's)."""
+    advice = advice or timm_advice(variant)
     if cfg.get('state_dict'):
         return cfg['state_dict']
     if cfg.get('file'):
-        return resolve(cfg['file'])
+        return resolve(cfg['file'], advice=advice)
     if cfg.get('hf_hub_id') and has_hf_hub(necessary=False):
         return _hf_hub_file(cfg['hf_hub_id'], cfg.get('hf_hub_filename'))
     if cfg.get('url'):
-        return resolve(SCHEME + variant if cfg['url'] == PUBLISHED[variant].url else cfg['url'])
+        return resolve(SCHEME + variant if cfg['url'] == PUBLISHED[variant].url else cfg['url'], advice=advice)
     raise ValueError(f'{variant}: pretrained=True, but the pretrained_cfg names no weights (file, url, hf_hub_id '
                      f'or state_dict).')
 
 
-def _loading(state_dict: Mapping[str, torch.Tensor]) -> Callable[..., InLineClassifier]:
-    """The model class for timm's builder given a ``pretrained_cfg['state_dict']``: it builds the
-    model and loads the state dict through the strict loader (first convolution adapted to
-    ``in_chans``, a head of another class count dropped), before timm's feature wrapper.
+def _loading(weights: Union[str, Mapping[str, torch.Tensor]], advice: Advice) -> Callable[..., InLineClassifier]:
+    """The model class for timm's builder given the pretrained weights (a local file, or a
+    ``pretrained_cfg['state_dict']``): it builds the model and loads them through the strict loader
+    (first convolution adapted to ``in_chans``, a head of another class count dropped), its errors
+    ending with ``advice``, before timm's feature wrapper.
 
     timm itself would load a state dict through a ``pretrained_filter_fn`` and then redo, on the
     filter's output, what the loader already did: adapt the first convolution from the
     ``input_size`` channels and drop the head for another ``num_classes``; on a stem the loader had
     adapted it warns that the weights do not match ``input_size`` (or, in older timm, that it
-    could not convert them). Files and URLs take timm's ``custom_load`` route instead, where timm
-    calls ``model.load_pretrained`` and does nothing after it."""
+    could not convert them). Its ``custom_load`` route for files (``model.load_pretrained(file)``)
+    could not pass the caller's advice."""
     def build(**kwargs: Any) -> InLineClassifier:
         model = InLineClassifier(**kwargs)
-        model.load_pretrained(state_dict)
+        model.load_pretrained(weights, advice=advice)
         return model
     return build
 
 
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
-    check_output_stride(kwargs.pop('output_stride', None), variant)
+    advice: Advice = kwargs.pop(ADVICE_ARG, None) or timm_advice(variant)
+    check_output_stride(kwargs.pop('output_stride', None), variant, [o.stride for o in _outputs(variant)])
     overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
     model_cls: Callable[..., InLineClassifier] = InLineClassifier
-    timm_loads = pretrained
-    with advising(timm_advice(variant)):
-        if pretrained:
-            cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
-            try:
-                found = pretrained_file(variant, cfg)
-            except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
-                advice = current_advice(CORE)
-                said = advice.other_file in str(exc)  # a download's hint names it already (checkpoint.sources)
-                raise type(exc)(f'{exc}\n' + (f'Or {advice.no_weights}.' if said else advice.ending())) from exc
-            if isinstance(found, dict):  # loaded as the model is built; timm loads nothing (see _loading)
-                model_cls, timm_loads = _loading(found), False
-            else:
-                overlay['file'] = found
-                overlay['custom_load'] = True  # the authors' layout: converted, and loaded strictly, by ours
-        family, arch = VARIANTS[variant]
-        return build_model_with_cfg(model_cls, variant, timm_loads, pretrained_cfg_overlay=overlay,
-                                    feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch,
-                                    **kwargs)
+    if pretrained:
+        cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
+        try:
+            found = pretrained_file(variant, cfg, advice)
+        except (OSError, DownloadError, ValueError, CheckpointError) as exc:  # no file, no network, bad URL
+            said = advice.other_file in str(exc)  # a download's hint names it already (checkpoint.sources)
+            raise type(exc)(f'{exc}\n' + (f'Or {advice.no_weights}.' if said else advice.ending())) from exc
+        model_cls = _loading(found, advice)  # loaded as the model is built; timm loads nothing
+        if not isinstance(found, dict):
+            overlay['file'] = found  # the pretrained cfg names the file the weights came from
+    family, arch = VARIANTS[variant]
+    return build_model_with_cfg(model_cls, variant, False, pretrained_cfg_overlay=overlay,
+                                feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch, **kwargs)
 
 
 class InLineFeatureGetter(FeatureGetterNet):
@@ -155,8 +166,9 @@ class InLineFeatureGetter(FeatureGetterNet):
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s union."""
 
     def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
-        features = self.model.forward_intermediates(x, indices=self.out_indices, norm=self.norm,
-                                                    output_fmt=self.output_fmt, intermediates_only=True)
+        # a submodule's method: typed Tensor | Module by nn.Module's __getattr__
+        features = self.model.forward_intermediates(  # type: ignore[operator]
+            x, indices=self.out_indices, norm=self.norm, output_fmt=self.output_fmt, intermediates_only=True)
         if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
             if torch.jit.isinstance(features, List[torch.Tensor]):
                 return features
@@ -165,10 +177,10 @@ class InLineFeatureGetter(FeatureGetterNet):
 
 
 def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
-    """timm's ``feature_cfg`` (the getter over all four stages, ``InLineFeatureGetter``); with
+    """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with
     ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
     'NCHW' or 'NHWC' maps)."""
-    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=(0, 1, 2, 3))
+    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=tuple(range(len(_outputs(variant)))))
     if kwargs.get('feature_cls') == 'getter':
         kwargs['feature_cls'] = InLineFeatureGetter
     if 'output_fmt' not in kwargs:

@@ -4,11 +4,12 @@ RetinaNet, FCOS).
     from torchvision.models.detection import FasterRCNN
     from inline_dense.torchvision_detection import inline_fpn_backbone, pass_image_sizes
 
-    model = pass_image_sizes(FasterRCNN(inline_fpn_backbone(), num_classes=91))  # InLine-Swin-T + FPN
+    model = pass_image_sizes(FasterRCNN(inline_fpn_backbone(), num_classes=91))  # variants.EXAMPLE + FPN
 
 :func:`inline_fpn_backbone` gives what torchvision's detectors take: a module with
-``out_channels`` whose forward returns an ``OrderedDict`` of maps ``'0'..'3'`` (strides 4-32) and
-``'pool'`` (stride 64). It takes the options of torchvision's ``resnet_fpn_backbone``
+``out_channels`` whose forward returns an ``OrderedDict`` of maps ``'0'``, ``'1'``, ... (one per
+backbone output: a pyramid's stages at strides 4-32) and ``'pool'`` (twice the last stride). It
+takes the options of torchvision's ``resnet_fpn_backbone``
 (``weights``, ``trainable_layers``, ``returned_layers``, ``extra_blocks``, ``norm_layer``); for
 RetinaNet / FCOS: ``returned_layers=[2, 3, 4], extra_blocks=LastLevelP6P7(256, 256)``.
 ``torch.jit.script`` of a detector on it is refused with a ``TypeError`` saying so.
@@ -50,26 +51,24 @@ from torchvision.ops import feature_pyramid_network as tv_fpn
 
 from . import variants
 from .checkpoint import SCHEME, Advice, load_pretrained
-from .checkpoint.errors import advising
-from .models.backbone_base import InLineBackboneBase
-from .models.classifier import FAMILIES, variant_kwargs
+from .families import backbone_class
+from .layers.backbone import InLineBackboneBase
+from .layers.padding import PaddedBatchSizes, valid_grid_mask
 from .typing import HW
 
 
 def valid_area_mask(sizes: Sequence[HW], grid: HW, stride: int, device: torch.device) -> torch.Tensor:
     """(B, 1, h, w) float mask: 1 on the cells that overlap image b's real ``sizes[b]`` pixels
-    (``ceil(size / stride)`` rows and columns from the top left), 0 on its padding."""
-    h, w = grid
-    limits = torch.tensor([[-(-sh // stride), -(-sw // stride)] for sh, sw in sizes], device=device)
-    rows = torch.arange(h, device=device).view(1, h, 1) < limits[:, 0].view(-1, 1, 1)
-    cols = torch.arange(w, device=device).view(1, 1, w) < limits[:, 1].view(-1, 1, 1)
-    return (rows & cols).unsqueeze(1).float()
+    (``ceil(size / stride)`` rows and columns from the top left), 0 on its padding
+    (``layers.padding.valid_grid_mask``, the backbones' own)."""
+    return valid_grid_mask([(int(h), int(w)) for h, w in sizes], (int(grid[0]), int(grid[1])), stride,
+                           device).unsqueeze(1).float()
 
 
 class InLineFPNBackbone(nn.Module):
     """An InLine backbone (``body``) and torchvision's ``FeaturePyramidNetwork``: (B, 3, H, W) ->
     ``OrderedDict`` of (B, out_channels, ceil(H / s), ceil(W / s)) maps, '0', '1', ... for the
-    body's ``out_indices`` (s = 4, 8, 16, 32 for all four stages) and then the ``extra_blocks``'
+    body's ``out_indices`` (s its outputs' strides: 4, 8, 16, 32 for a pyramid's stages) and then the ``extra_blocks``'
     levels (default ``LastLevelMaxPool``: 'pool', stride 2 x the last; ``LastLevelP6P7``: 'p6',
     'p7').
 
@@ -83,33 +82,34 @@ class InLineFPNBackbone(nn.Module):
                  norm_layer: Optional[Callable[..., nn.Module]] = None) -> None:
         super().__init__()
         self.body = body
-        self.strides = [body.strides[i] for i in body.out_indices]
+        outputs = body.output_info()
+        self.strides = [outputs[i]['reduction'] for i in body.out_indices]
         extra_blocks = tv_fpn.LastLevelMaxPool() if extra_blocks is None else extra_blocks
         # the extra levels halve the last one, each (LastLevelMaxPool, LastLevelP6P7)
         extra = 1 if isinstance(extra_blocks, tv_fpn.LastLevelMaxPool) else \
             2 if isinstance(extra_blocks, tv_fpn.LastLevelP6P7) else 0
         self.level_strides = self.strides + [self.strides[-1] * 2 ** (k + 1) for k in range(extra)]
         self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the heads
-        self.fpn = tv_fpn.FeaturePyramidNetwork([body.embed_dims[i] for i in body.out_indices], out_channels,
+        self.fpn = tv_fpn.FeaturePyramidNetwork([outputs[i]['num_chs'] for i in body.out_indices], out_channels,
                                          extra_blocks=extra_blocks, norm_layer=norm_layer)
         self.out_channels = out_channels
-        self._recorded: Optional[Tuple[torch.Size, List[HW]]] = None
+        self._recorded = PaddedBatchSizes()
 
     def __prepare_scriptable__(self) -> nn.Module:
         raise TypeError(SCRIPT_REFUSAL)
 
     def record_image_sizes(self, batch: torch.Tensor, sizes: Sequence[HW]) -> None:
         """Remembers the real image sizes of the padded ``batch`` for the next forward on it."""
-        self._recorded = (batch.shape, [(int(h), int(w)) for h, w in sizes])
+        self._recorded.record(batch, sizes)
 
     def _sizes_for(self, x: torch.Tensor) -> Optional[List[HW]]:
-        recorded, self._recorded = self._recorded, None
-        if recorded is not None and recorded[0] == x.shape:
-            return recorded[1]
-        return None
+        """The recorded sizes if ``x`` is the recorded batch; they serve one forward."""
+        sizes = self._recorded.for_input(x)
+        self._recorded.clear()
+        return sizes
 
     def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
-        sizes = [tuple(s) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
+        sizes = [(int(s[0]), int(s[1])) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
         self.current_sizes = sizes
         feats = list(self.body(x, sizes))
         masks = None
@@ -206,6 +206,18 @@ def _trainable_to_frozen(trainable_layers: int, num_stages: int) -> int:
     return num_stages - trainable_layers
 
 
+def _returned_to_out_indices(returned_layers: Sequence[int], strides: Sequence[int]) -> Tuple[int, ...]:
+    """torchvision's ``returned_layers`` (1-based, ``layer1`` ..) as our ``out_indices`` (0-based)
+    over the backbone's outputs at ``strides``."""
+    n, layers = len(strides), list(returned_layers)
+    if not layers or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in layers) \
+            or layers != sorted(set(layers)):
+        raise ValueError(f'inline_fpn_backbone: returned_layers={returned_layers!r}: each entry must be in '
+                         f'[1, {n}], increasing, at least one (the outputs at strides '
+                         f'{", ".join(map(str, strides))}).')
+    return tuple(v - 1 for v in layers)
+
+
 def torchvision_advice(variant: str) -> Advice:
     """The errors' ending for a user of :func:`inline_fpn_backbone` (its ``weights`` argument)."""
     return Advice(f'pass a checkpoint of {variant} as inline_fpn_backbone(weights=\'/path/to/'
@@ -223,42 +235,40 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
 
     Args:
         variant: a name of :data:`inline_dense.variants.VARIANTS` (those of ``inline://``); the
-            default is the first, InLine-Swin-T.
+            default is the table's first (``variants.EXAMPLE``).
         weights: None / False (from scratch); True, 'imagenet' or 'DEFAULT' (any case; also an enum
             member of that name) for the authors' checkpoint of ``variant`` (``inline://<variant>``);
             or a checkpoint path / URL / ``inline://`` name.
         out_channels: FPN channels.
-        trainable_layers: how many of the 4 stages, counted from the last, train (5: the patch
-            embedding too); the rest are frozen (``frozen_stages``). None: the backbone's
-            ``frozen_stages`` (default -1, everything trains).
-        returned_layers: the stages (1-4, torchvision's ``layer1`` .. ``layer4``) the FPN takes;
-            default all four. RetinaNet and FCOS use ``[2, 3, 4]`` with ``LastLevelP6P7``.
+        trainable_layers: how many of the n outputs' stages (a pyramid's 4), counted from the last,
+            train (n + 1: the patch embedding too); the rest are frozen (``frozen_stages``). None: the
+            backbone's ``frozen_stages`` (default -1, everything trains).
+        returned_layers: the outputs (1-n, torchvision's ``layer1`` .. ``layer4`` for a pyramid) the
+            FPN takes; default all. RetinaNet and FCOS use ``[2, 3, 4]`` with ``LastLevelP6P7``.
         extra_blocks: torchvision's ``ExtraFPNBlock`` for the levels above (default
             ``LastLevelMaxPool``, 'pool').
         norm_layer: the FPN's normalisation (torchvision's ``norm_layer`` of the FPN; the InLine
             blocks keep their LayerNorms).
         **backbone_kwargs: the backbone's arguments (``drop_path_rate``, ``with_cp``, ``embed_dims`` ...).
     """
-    kw = variant_kwargs(variant)
+    entry, spec = variants.variant(variant), variants.spec_of(variant)
     checkpoint = _checkpoint_of(variant, weights)
+    preset = spec.presets[entry.arch]
+    arch = dict(preset, **{k: v for k, v in backbone_kwargs.items() if k in preset and v is not None})
+    strides = [o.stride for o in spec.outputs(arch)]
     if returned_layers is not None:
         if 'out_indices' in backbone_kwargs:
-            raise ValueError('inline_fpn_backbone: give returned_layers (1-4) or out_indices (0-3), not both.')
-        layers = list(returned_layers)
-        if not layers or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4 for v in layers) \
-                or layers != sorted(set(layers)):
-            raise ValueError(f'inline_fpn_backbone: returned_layers={returned_layers!r}: each entry must be in '
-                             f'[1, 4], increasing, at least one (the stages at strides 4, 8, 16, 32).')
-        backbone_kwargs['out_indices'] = tuple(v - 1 for v in layers)
+            raise ValueError(f'inline_fpn_backbone: give returned_layers (1-{len(strides)}) or out_indices '
+                             f'(0-{len(strides) - 1}), not both.')
+        backbone_kwargs['out_indices'] = _returned_to_out_indices(returned_layers, strides)
     if trainable_layers is not None:
         if 'frozen_stages' in backbone_kwargs:
             raise ValueError('inline_fpn_backbone: give trainable_layers (torchvision) or frozen_stages, not both.')
-        backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, 4)
-    body = FAMILIES[kw['family']](arch=kw['arch'], **backbone_kwargs)
+        backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, len(strides))
+    family: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
+    body = family(arch=entry.arch, **backbone_kwargs)
     if checkpoint is not None:
-        advice = torchvision_advice(variant)
-        with advising(advice):  # the download's hint (checkpoint.sources) speaks it too
-            load_pretrained(body, checkpoint, advice=advice)
+        load_pretrained(body, checkpoint, advice=torchvision_advice(variant))
     return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
 
 

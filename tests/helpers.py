@@ -11,22 +11,24 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 
 import torch
 
+from inline_dense import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 
-# Per family: class name, and settings with every kind of block (InLine, softmax, the mixed stage).
-TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {
-    'swin': ('InLineSwin', dict(embed_dims=16, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS1')),
-    'pvt': ('InLinePVT', dict(embed_dims=(16, 32, 64, 128), depths=(1, 1, 1, 1), num_heads=(1, 2, 4, 8),
-                              attn_type='IISS')),
-    'cswin': ('InLineCSwin', dict(embed_dims=16, depths=(1, 1, 2, 1), num_heads=(2, 2, 4, 8),
-                                  split_size=(1, 2, 3, 3), attn_type='ISIS')),
-}
+# Per family of the registry: class name, and its spec's tiny settings, with every kind of block
+# (InLine, softmax, a mixed stage).
+TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {name: (spec.class_name, dict(spec.tiny))
+                                               for name, spec in registry.FAMILIES.items()}
 TINY_KINDS = tuple(TINY)
-# The fewest blocks that still hold every kind of block of a family, for the tests whose cost grows
-# with the block count (graph capture): InLine-Swin keeps the mixed stage (an InLine block, then a
-# shifted softmax one) and one plain softmax block; InLine-CSwin's blocks in a stage are all alike.
-EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {'swin': dict(depths=(1, 1, 2, 1)), 'pvt': {},
-                                              'cswin': dict(depths=(1, 1, 1, 1))}
+# Each family's smallest published variant (its inline:// and timm name), and that variant narrowed to
+# the family's tiny widths (its attention layout kept): the adapters' tests build these.
+SMALLEST: Dict[str, str] = {name: spec.weights[0].name for name, spec in registry.FAMILIES.items()}
+NARROW: Dict[str, Dict[str, Any]] = {spec.weights[0].name: {k: spec.tiny[k] for k in ('embed_dims', 'num_heads')}
+                                     for spec in registry.FAMILIES.values()}
+# The fewest blocks that still hold every kind of block of a family (its spec's overrides of
+# ``tiny``), for the tests whose cost grows with the block count (graph capture).
+EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {name: dict(spec.every_kind_once)
+                                              for name, spec in registry.FAMILIES.items()}
 
 
 def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Module:
@@ -67,9 +69,9 @@ def load_config(path: Any) -> Any:
 
 TOY_DATA = dict(num_train=8, num_val=3, image_size=64)
 
-# Fewer blocks per stage (same widths) for building whole detectors / segmentors fast; Swin keeps
-# 3 blocks in stage 3 for InLine-Swin-B's mixed stage ('IIMS2').
-SHRUNK_DEPTHS = {'InLineSwin': (1, 1, 3, 1), 'InLinePVT': (1, 1, 1, 1), 'InLineCSwin': (1, 1, 1, 1)}
+# Fewer blocks per stage (same widths) for building whole detectors / segmentors fast, by backbone
+# class: each spec's ``shrunk_depths`` (a preset's layout kept, e.g. InLine-Swin-B's mixed stage).
+SHRUNK_DEPTHS = {spec.class_name: spec.shrunk_depths for spec in registry.FAMILIES.values()}
 
 
 def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:

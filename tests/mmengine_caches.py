@@ -1,6 +1,6 @@
 """What the test processes keep instead of recomputing inside mmengine, installed by conftest.py.
 
-Each cache answers with what mmengine itself would (tests/test_mmengine_caches.py compares them),
+Each cache answers with what mmengine itself would (tests/openmmlab/test_mmengine_caches.py compares them),
 keeps the original as ``__wrapped__``, and changes only how often the work is done. Each is
 installed only where the mmengine at hand has the name it replaces (:data:`INSTALLED` says which
 were): another mmengine (e.g. onedl-mmengine, which imports yapf's ``FormatCode`` inside

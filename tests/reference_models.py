@@ -1,13 +1,15 @@
-"""Builds our backbones with the settings of the authors' reference fixtures."""
+"""Builds our backbones with the settings of the authors' reference fixtures (each family spec's
+``fixture``: its name, and the authors' constructor arguments in ours)."""
 import os
 from typing import Tuple
 
 import torch
 
-from inline_dense.openmmlab import InLineCSwin, InLinePVT, InLineSwin
+import inline_dense.openmmlab
+from inline_dense import registry
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
-VARIANTS = ('inline_swin_mini', 'inline_pvt_mini', 'inline_cswin_mini')
+VARIANTS = tuple(spec.fixture.name for spec in registry.FAMILIES.values())
 
 
 def load_reference(variant: str) -> dict:
@@ -21,18 +23,8 @@ def authors_checkpoint(variant: str) -> str:
 def build_reference_backbone(variant: str, checkpoint: str, **overrides) -> Tuple[torch.nn.Module, dict]:
     """Our backbone with the authors' arch of ``variant``, loaded from ``checkpoint`` through init_cfg."""
     ref = load_reference(variant)
-    a = ref['arch']
-    common = dict(out_norm=False, drop_path_rate=0.0,
-                  init_cfg=dict(type='Pretrained', checkpoint=checkpoint), **overrides)
-    if ref['kind'] == 'swin':
-        model = InLineSwin(embed_dims=a['embed_dim'], depths=a['depths'], num_heads=a['num_heads'],
-                           attn_type=a['attn_type'], **common)
-    elif ref['kind'] == 'cswin':
-        model = InLineCSwin(embed_dims=a['embed_dim'], depths=a['depth'], num_heads=a['num_heads'],
-                            split_size=a['split_size'], attn_type=a['attn_type'], mlp_ratio=a['mlp_ratio'], **common)
-    else:
-        model = InLinePVT(embed_dims=a['embed_dims'], depths=a['depths'], num_heads=a['num_heads'],
-                          mlp_ratios=a['mlp_ratios'], attn_type=a['attn_type'], sr_ratios=a['sr_ratios'],
-                          qkv_bias=a['qkv_bias'], **common)
+    spec = registry.family(ref['kind'])
+    kwargs = dict(spec.fixture.backbone_kwargs(ref['arch']), init_cfg=dict(type='Pretrained', checkpoint=checkpoint))
+    model = getattr(inline_dense.openmmlab, spec.class_name)(**{**kwargs, **overrides})
     model.init_weights()
     return model.eval(), ref

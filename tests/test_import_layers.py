@@ -11,9 +11,11 @@ other, then ``openmmlab`` (the adapter: everything that imports mmengine, mmcv, 
 registration, ``init_cfg``, the engine hooks and tools' pieces, the checkpoint types' installation, the
 toy datasets, a whole model from a config), then the ecosystem adapters (``smp_toy`` > ``smp`` >
 ``timm`` / ``torchvision_detection``), then ``runtime`` / ``toy_data`` (switching the InLine evaluation,
-output tensors; toy datasets on disk), then ``models``, then ``checkpoint`` (reading, finding and
-downloading checkpoints knows nothing about models), then the leaves ``typing``, ``ops`` and
-``variants`` (the table of published variants).
+output tensors; toy datasets on disk), then ``models`` (the public names, the classifiers, the
+converter), then ``checkpoint`` (reading, finding and downloading checkpoints knows nothing about
+models), then ``variants`` (the table of published variants), then ``registry`` (the list of
+families), then ``families`` (one folder per family), then ``layers`` (the bricks they share), then
+the leaves ``typing``, ``ops`` and ``warning_filters``.
 Only ``openmmlab`` and the two floors above it import an OpenMMLab package, directly or through
 another module, at module level or inside a function. ``python tests/test_import_layers.py`` prints
 each subpackage's imports of its siblings.
@@ -41,7 +43,11 @@ LAYERS = [
     {'runtime', 'toy_data'},
     {'models'},
     {'checkpoint'},
-    {'typing', 'ops', 'warning_filters', 'variants'},
+    {'variants'},  # the table of published variants, a view over the registry
+    {'registry'},  # the list of families (their specs: plain data)
+    {'families'},  # one folder per family: its spec, model, converter and softmax attention
+    {'layers'},  # the shared bricks every family builds from
+    {'typing', 'ops', 'warning_filters'},
 ]
 
 class Edge(NamedTuple):
@@ -243,14 +249,14 @@ def upward_imports(edges: List[Edge]) -> List[Edge]:
 def test_subpackages_import_only_lower_layers(edges):
     upward = upward_imports(edges)
     assert not upward, ('imports that do not go down the layers (analysis/deploy > openmmlab > smp_toy > smp > '
-                        'timm/torchvision_detection > runtime/toy_data > models > checkpoint > '
-                        'typing/ops):\n' + listing(upward))
+                        'timm/torchvision_detection > runtime/toy_data > models > checkpoint > variants > '
+                        'registry > families > layers > typing/ops):\n' + listing(upward))
 
 
 # The torch-only core: what ``from inline_dense.models import InLineSwin`` and the checkpoint
 # loading run. It imports no third-party package but torch and numpy's: not OpenMMLab, not timm, not
 # the adapter (``openmmlab`` is above it in LAYERS), not even inside a function.
-CORE = ('', 'models', 'checkpoint', 'typing')
+CORE = ('', 'models', 'checkpoint', 'variants', 'registry', 'families', 'layers', 'typing')
 NOT_IN_CORE = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
 OPENMMLAB = ('mmengine', 'mmcv', 'mmdet', 'mmseg')
 # the adapter, and the two floors that run whole OpenMMLab models through it
@@ -300,7 +306,7 @@ def test_the_core_imports_neither_openmmlab_nor_timm():
     found = [f'{module}:{line} imports {top}' + (' (inside a function)' if in_function else '')
              for module, top, line, in_function in third_party_imports(PACKAGE_DIR)
              if subpackage(module) in CORE and top in NOT_IN_CORE]
-    assert not found, ('the torch-only core (inline_dense, .models, .checkpoint, .typing) must import none of '
+    assert not found, (f'the torch-only core (inline_dense, .{", .".join(c for c in CORE if c)}) must import none of '
                        f'{NOT_IN_CORE}; move it to inline_dense.openmmlab:\n' + '\n'.join(found))
 
 

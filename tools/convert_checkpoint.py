@@ -17,6 +17,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from inline_dense import registry  # noqa: E402
 from inline_dense.checkpoint import CheckpointError  # noqa: E402
 from inline_dense.models.convert import convert_file  # noqa: E402
 
@@ -34,7 +35,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                                     "inline://<variant> or an http(s) URL")
     parser.add_argument('dst', help='where to write the backbone checkpoint: a .safetensors name writes that '
                                     'format (needs the safetensors package), any other a torch.save file')
-    parser.add_argument('--backbone', default='auto', choices=['auto', 'InLineSwin', 'InLinePVT', 'InLineCSwin'])
+    parser.add_argument('--backbone', default='auto',
+                        choices=['auto', *(spec.class_name for spec in registry.FAMILIES.values())])
     parser.add_argument('--weights', default='auto', choices=['auto', 'model', 'ema'],
                         help="which weights to keep: 'auto' = the EMA weights if the file has them "
                              "(state_dict_ema / model_ema), else the model's")

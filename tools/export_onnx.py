@@ -28,7 +28,7 @@ from mmengine.config import DictAction
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import atomic
 from inline_dense.deploy import onnx_export
-from inline_dense.models.inline_attention import IMPLS
+from inline_dense.layers.inline_attention import IMPLS
 
 
 def parse_shape(text: str) -> Tuple[int, int, int, int]:

@@ -6,8 +6,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from ..models.inline_attention import InLineAttention
-from ..models.window_attention import ShiftWindowMSA
+from ..families.swin.window_attention import ShiftWindowMSA
+from ..layers.inline_attention import InLineAttention
 from ..typing import HW
 from .timing import time_calls
 

@@ -1,51 +1,52 @@
 """The models the benchmark and the FLOP counter know by name, and whole models from configs.
 
 Backbones: ``inline-<family>-<size>`` for each variant of :mod:`inline_dense.variants` are ours;
-``swin-*`` / ``pvt-*`` are mmdet's softmax ``SwinTransformer`` (window 7) and
-``PyramidVisionTransformer``. A config path gives a whole mmdet/mmseg model
+``<baseline>-<size>`` is the mmdet softmax backbone a family's spec names (its ``baseline``), built to the
+same preset. A config path gives a whole mmdet/mmseg model
 (:class:`inline_dense.openmmlab.config_model.ConfigModel`), labelled by the config's file name without extension.
 """
+import functools
 import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from torch import nn
 
-from .. import models, variants
+from .. import registry, variants
+from ..families import backbone_class
+from ..families.spec import Baseline, FamilySpec, Preset
 from ..openmmlab.config_model import ConfigModel
 
-DEFAULT_MODELS = ('inline-swin-t', 'swin-t', 'inline-cswin-t', 'inline-pvt-t', 'pvt-t')
+# each family's smallest variant, then the mmdet softmax backbone of its preset where it has one
+DEFAULT_MODELS = tuple(name for spec in registry.FAMILIES.values()
+                       for name in (variants.zoo_name(spec.weights[0].name),
+                                    variants.zoo_name(spec.weights[0].name, baseline=True)) if name)
 
-def _mmdet_swin(preset: dict) -> nn.Module:
+
+def build_inline(spec: FamilySpec, preset: str) -> nn.Module:
+    """The family's backbone on ``preset``, with the stochastic depth of the baselines."""
+    family: Callable[..., nn.Module] = backbone_class(spec)  # each family has its own arguments
+    return family(preset, drop_path_rate=0.1)
+
+
+def build_baseline(baseline: Baseline, preset: Preset) -> nn.Module:
+    """mmdet's softmax backbone ``baseline`` (a family spec's) to ``preset``."""
     # imported here: mmdet is needed only for the softmax baselines
-    from mmdet.models.backbones import SwinTransformer
-    return SwinTransformer(window_size=7, drop_path_rate=0.1, embed_dims=preset['embed_dims'],
-                           depths=preset['depths'], num_heads=preset['num_heads'])
-
-
-def _mmdet_pvt(preset: dict) -> nn.Module:
-    from mmdet.models.backbones import PyramidVisionTransformer
-    # mmdet's PVT v1 defaults are the paper's (embed 64, heads 1-2-5-8, sr 8-4-2-1, mlp 8-8-4-4);
-    # the preset gives the depths.
-    return PyramidVisionTransformer(num_layers=list(preset['depths']), drop_path_rate=0.1)
-
-
-BASELINES: Dict[str, Callable[[dict], nn.Module]] = {'swin': _mmdet_swin, 'pvt': _mmdet_pvt}
+    from mmdet.models import backbones
+    return getattr(backbones, baseline.mmdet_class)(**baseline.kwargs(preset))
 
 
 def backbone_zoo() -> Dict[str, Callable[[], nn.Module]]:
     """Name -> builder, in the order the help text lists them: per variant of the table
-    (:mod:`inline_dense.variants`; ``inline-swin-t`` is ``InLineSwin('tiny')``), then the mmdet
-    softmax backbone of the same preset (``swin-t``) where the family has one."""
+    (:mod:`inline_dense.variants`; ``inline-<family>-<size>`` is the family's class on the variant's
+    preset), then the mmdet softmax backbone of the same preset where the family has one."""
     zoo: Dict[str, Callable[[], nn.Module]] = {}
     for name, entry in variants.VARIANTS.items():
-        family = variants.FAMILIES[entry.family]
-        cls = getattr(models, family.class_name)
-        zoo[str(variants.zoo_name(name))] = lambda cls=cls, arch=entry.arch: cls(arch, drop_path_rate=0.1)
+        spec = registry.FAMILIES[entry.family]
+        zoo[str(variants.zoo_name(name))] = functools.partial(build_inline, spec, entry.arch)
         baseline = variants.zoo_name(name, baseline=True)
-        if baseline is not None and family.baseline is not None:
-            preset = cls.arch_zoo[entry.arch]
-            zoo[baseline] = lambda kind=family.baseline, preset=preset: BASELINES[kind](preset)
+        if baseline is not None and spec.baseline is not None:
+            zoo[baseline] = functools.partial(build_baseline, spec.baseline, spec.presets[entry.arch])
     return zoo
 
 

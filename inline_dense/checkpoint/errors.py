@@ -1,9 +1,12 @@
 """The error every checkpoint reader raises, and the advice its messages end with, in a module of
 their own so that the checks (``finite``, ``reading``, ``loading``) share them without importing
-each other."""
-import contextlib
-from contextvars import ContextVar
-from typing import Iterator, NamedTuple, Optional
+each other.
+
+The advice is passed explicitly, from the API the user called down to the message: the core's own
+functions speak plain PyTorch (:data:`CORE`); each adapter passes its own (:data:`INIT_CFG` for
+OpenMMLab's ``init_cfg``, timm's ``pretrained_cfg_overlay``, smp's ``encoder_weights``, torchvision's
+``weights``)."""
+from typing import NamedTuple, Optional
 
 
 class CheckpointError(RuntimeError):
@@ -16,6 +19,7 @@ class Advice(NamedTuple):
     other_file: str                  # how to load another file: "point init_cfg.checkpoint at a good file"
     no_weights: str                  # how to go without: "set init_cfg=None to train from scratch"
     short_name: Optional[str] = None  # how to name a short name, '{name}' for it; None: not an option here
+    elsewhere: Optional[str] = None  # how to load a file saved anywhere (a download's hint); None: other_file
 
     def ending(self, first: str = '') -> str:
         """``'Point init_cfg.checkpoint at a good file, or set init_cfg=None to train from scratch.'``,
@@ -25,28 +29,11 @@ class Advice(NamedTuple):
 
 
 INIT_CFG = Advice('point init_cfg.checkpoint at a good file', 'set init_cfg=None to train the backbone from scratch',
-                  "init_cfg.checkpoint='inline://{name}'")
+                  "init_cfg.checkpoint='inline://{name}'",
+                  "point the backbone's init_cfg.checkpoint at the file wherever it is")
 """An OpenMMLab backbone's ``init_cfg=dict(type='Pretrained', checkpoint=...)``."""
 
 CORE = Advice('pass another checkpoint (a file, an http(s) URL or inline://<variant>)',
               'pass none for random weights', "'inline://{name}'")
 """The torch-only API: ``load_pretrained(model, checkpoint)``, ``build_classifier(checkpoint=...)``."""
 
-
-_ADVICE: ContextVar[Optional[Advice]] = ContextVar('inline_dense_checkpoint_advice', default=None)
-
-
-@contextlib.contextmanager
-def advising(advice: Advice) -> Iterator[None]:
-    """Loads inside the block end their errors with ``advice``, unless an enclosing block set one
-    first (smp's encoder around timm's ``create_model``: the smp user's terms win)."""
-    token = _ADVICE.set(_ADVICE.get() or advice)
-    try:
-        yield
-    finally:
-        _ADVICE.reset(token)
-
-
-def current_advice(default: Advice) -> Advice:
-    """The advice of the innermost :func:`advising` block, else ``default``."""
-    return _ADVICE.get() or default

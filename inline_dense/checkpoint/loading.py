@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import variants
 from ..typing import StateDict
-from .errors import CORE, INIT_CFG, Advice, CheckpointError
+from .errors import CORE, Advice, CheckpointError
 from .finite import check_finite
 from .reading import read_checkpoint, select_weights, tensors_of, with_prefix
 from .sources import resolve
@@ -167,7 +167,7 @@ def load_file(model: nn.Module, checkpoint: Union[str, Mapping[str, Any]], *, co
     if isinstance(checkpoint, Mapping):  # a checkpoint already in memory (timm's pretrained_cfg['state_dict'])
         obj, source, origin = checkpoint, 'the state dict passed', 'the state dict passed'
     else:
-        path = resolve(checkpoint)
+        path = resolve(checkpoint, advice=advice)
         obj, source = read_checkpoint(path, map_location=map_location, example=example, advice=advice), repr(path)
         origin = path if path == checkpoint else f'{checkpoint} ({path})'
     chosen, which = select_weights(obj, weights, source)
@@ -186,7 +186,7 @@ def _as_is(state: StateDict) -> Tuple[StateDict, List[str]]:
 
 
 def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
-                    map_location: Any = 'cpu', advice: Advice = INIT_CFG) -> List[str]:
+                    map_location: Any = 'cpu', advice: Advice = CORE) -> List[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
     ``checkpoint``: ``inline://<variant>``, a URL (resolved to a local file, downloaded into the
@@ -195,7 +195,9 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     mmengine's ``Pretrained`` init (``prefix='backbone.'`` takes the backbone out of a detector or
     segmentor checkpoint). The output norms (``out_norms.``) may be missing (a classification
     checkpoint) or unused (this config's ``out_indices``). Raises ``CheckpointError`` naming every
-    missing, unexpected or shape-mismatched key; returns the keys dropped as unused.
+    missing, unexpected or shape-mismatched key; returns the keys dropped as unused. ``advice``: how
+    the errors end, in the caller's terms (plain PyTorch's by default; the OpenMMLab adapter passes
+    ``init_cfg``'s).
     """
     return load_file(model, checkpoint, convert=cast(Convertible, model).convert_pretrained, weights=weights,
                      prefix=prefix, map_location=map_location,

@@ -13,7 +13,7 @@ from .. import variants
 from ..typing import StateDict
 from . import safe_unpickle
 from .cache import checkpoint_cache
-from .errors import INIT_CFG, Advice, CheckpointError
+from .errors import CORE, Advice, CheckpointError
 from .safetensors_errors import SAFETENSORS_ERRORS
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ WEIGHTS_CHOICES = ('auto', 'model', 'ema')
 
 
 def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
-                    example: str = variants.EXAMPLE, advice: Advice = INIT_CFG) -> Mapping:
+                    example: str = variants.EXAMPLE, advice: Advice = CORE) -> Mapping:
     """Reads a local checkpoint file without running code from it.
 
     ``safe_unpickle.load`` reads it: its tensors as ``torch.load`` does, other pickled objects (a yacs

@@ -26,7 +26,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import variants
 from . import cache
 from .cache import checkpoint_cache
-from .errors import INIT_CFG, current_advice
+from .errors import CORE, Advice
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +82,15 @@ def hand_placed_path(variant: str) -> Path:
     return checkpoint_cache() / variants.file_name(variant)
 
 
-def _manual_hint(variant: Optional[str], url: Optional[str]) -> str:
-    """Where to put the file by hand, and how to load it from elsewhere in the terms of the
-    enclosing ``errors.advising`` block (timm's, smp's, torchvision's), else ``init_cfg``'s."""
+def _manual_hint(variant: Optional[str], url: Optional[str], advice: Advice) -> str:
+    """Where to put the file by hand, and how to load it from elsewhere in the caller's terms
+    (``advice``)."""
     where = f'save it as {hand_placed_path(variant)}' if variant else 'save it anywhere'
     get = f'Download {url} by hand (e.g. in a browser) and {where}' if url else f'Put the file there: {where}'
-    advice = current_advice(INIT_CFG)
-    other = ("point the backbone's init_cfg.checkpoint at the file wherever it is" if advice is INIT_CFG
-             else advice.other_file)
-    return f'{get}, or {other}; no conversion is needed.'
+    return f'{get}, or {advice.elsewhere or advice.other_file}; no conversion is needed.'
 
 
-def resolve_variant(variant: str, allow_download: bool = True) -> Path:
+def resolve_variant(variant: str, allow_download: bool = True, advice: Advice = CORE) -> Path:
     """The file for ``inline://<variant>``: checkpoints/ (cwd, then checkout), the file placed by
     hand in the cache, the cached download, a download."""
     for candidate in _local_candidates(variant):
@@ -107,18 +104,19 @@ def resolve_variant(variant: str, allow_download: bool = True) -> Path:
         raise FileNotFoundError(f'inline://{variant}: no local file (looked at '
                                 f'{", ".join(map(str, [*_local_candidates(variant), hand_placed_path(variant)]))}) '
                                 f'and the download URL of {published.title} is not known to inline_dense. '
-                                f'{_manual_hint(variant, None)}')
-    return cache.fetch(published.url, variant, allow_download, _manual_hint(variant, published.url),
+                                f'{_manual_hint(variant, None, advice)}')
+    return cache.fetch(published.url, variant, allow_download, _manual_hint(variant, published.url, advice),
                        f'inline://{variant}')
 
 
-def resolve_url(url: str, allow_download: bool = True) -> Path:
+def resolve_url(url: str, allow_download: bool = True, advice: Advice = CORE) -> Path:
     """The cached download of ``url``, else a download."""
-    return cache.fetch(url, _stem(url), allow_download, _manual_hint(None, url), url)
+    return cache.fetch(url, _stem(url), allow_download, _manual_hint(None, url, advice), url)
 
 
-def resolve(checkpoint: str, allow_download: bool = True) -> str:
+def resolve(checkpoint: str, allow_download: bool = True, advice: Advice = CORE) -> str:
     """A local file for ``checkpoint`` (a short name, URL or path); see the module docstring.
+    ``advice``: the caller's terms for a failed download's hint (the core's own by default).
 
     Raises ValueError (unknown short name, a URL scheme other than http(s) / file), FileNotFoundError
     (not available and no URL / ``allow_download=False``), DownloadError, CorruptCacheError (a cached
@@ -126,9 +124,9 @@ def resolve(checkpoint: str, allow_download: bool = True) -> str:
     """
     checkpoint = os.fspath(checkpoint)
     if checkpoint.startswith(SCHEME):
-        return str(resolve_variant(variant_of(checkpoint), allow_download))
+        return str(resolve_variant(variant_of(checkpoint), allow_download, advice))
     if checkpoint.startswith(('http://', 'https://')):
-        return str(resolve_url(checkpoint, allow_download))
+        return str(resolve_url(checkpoint, allow_download, advice))
     scheme = _SCHEME_RE.match(checkpoint)
     if scheme and scheme.group(1).lower() == 'file':
         parts = urllib.parse.urlsplit(checkpoint)

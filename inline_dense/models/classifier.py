@@ -6,44 +6,40 @@ classifier and feature-getter contracts (``forward_features``, ``forward_head``,
 ``reset_classifier``, ``forward_intermediates``, ``prune_intermediate_layers``, ``feature_info``)
 without importing it.
 
-The authors' heads: InLine-Swin and InLine-CSwin normalise the last stage (``norm``) and average
-its tokens; InLine-PVT averages the last stage's tokens without a norm. Then ``head`` (Linear).
+The authors' heads (each family's spec, ``head``): a final norm on the last stage (``norm``, where
+the family has one), the average of its tokens, then ``head`` (Linear).
 """
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 import torch
 from torch import nn
 
-from .. import variants
+from .. import registry, variants
 from ..checkpoint import CORE, Advice, Allowed, load_file
 from ..checkpoint.adapt import adapt_input_conv
-from ..checkpoint.errors import current_advice
+from ..families import backbone_class
+from ..layers.backbone import InLineBackboneBase
+from ..layers.block import TransformerBlock
+from ..layers.weight_init import trunc_normal_
 from ..typing import HW, StateDict
-from .backbone_base import InLineBackboneBase
-from .inline_cswin import InLineCSwin
-from .inline_pvt import InLinePVT
-from .inline_swin import InLineSwin
-from .layers import TransformerBlock
-from .weight_init import trunc_normal_
 
-# from the variant table (inline_dense.variants): family -> backbone class, variant -> (family, preset)
-FAMILIES: Dict[str, Type[InLineBackboneBase]] = {
-    family: {'InLineSwin': InLineSwin, 'InLinePVT': InLinePVT, 'InLineCSwin': InLineCSwin}[spec.class_name]
-    for family, spec in variants.FAMILIES.items()}
+# from the variant table (inline_dense.variants): variant -> (family, preset)
 VARIANTS: Dict[str, Tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
 POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 
-def check_output_stride(output_stride: Optional[int], name: str) -> None:
-    """Only 32: the InLine stages downsample by strided patch embeddings / merges (no dilation to trade)."""
-    if output_stride is not None and output_stride != 32:
-        raise ValueError(f'{name}: output_stride={output_stride} is not supported: every InLine stage starts with '
-                         f'a strided patch embedding or patch merging (strides 4, 8, 16, 32), which cannot be turned '
-                         f'into dilation. Use a decoder that takes stride-32 features (smp: Unet, FPN, UPerNet, '
-                         f'Segformer, Linknet, MAnet, UnetPlusPlus; not DeepLabV3/V3+, which need output stride 8 '
-                         f'or 16).')
+def check_output_stride(output_stride: Optional[int], name: str, strides: Sequence[int]) -> None:
+    """Only the backbone's own (the last of ``strides``, its outputs' strides): the InLine backbones
+    downsample by strided patch embeddings / merges, with no dilation to trade."""
+    if output_stride is not None and output_stride != strides[-1]:
+        listed = ', '.join(str(s) for s in sorted(set(strides)))
+        raise ValueError(f'{name}: output_stride={output_stride} is not supported: the InLine backbone downsamples by '
+                         f'strided patch embeddings or patch merging (strides {listed}), which cannot be turned '
+                         f'into dilation. Use a decoder that takes stride-{strides[-1]} features (smp: Unet, FPN, '
+                         f'UPerNet, Segformer, Linknet, MAnet, UnetPlusPlus; not DeepLabV3/V3+, which need output '
+                         f'stride 8 or 16).')
 
 
 def take_indices(num_stages: int, indices: Optional[Union[int, List[int]]]) -> Tuple[List[int], int]:
@@ -73,7 +69,7 @@ class InLineClassifier(nn.Module):
     """An InLine backbone with the authors' classification head.
 
     Args:
-        family: 'swin', 'pvt' or 'cswin'.
+        family: a family of :data:`inline_dense.registry.FAMILIES` (default the first).
         arch: the backbone's preset name ('tiny', ...) or arch dict.
         num_classes: head outputs; 0: no head (``forward`` gives the pooled features).
         global_pool: 'avg' (the authors': the token mean), 'max', 'avgmax' (the mean of both), or ''
@@ -89,13 +85,15 @@ class InLineClassifier(nn.Module):
     norm; ``forward_head`` -> (B, num_classes) (or (B, C) with ``pre_logits``).
     """
 
-    def __init__(self, family: str = 'swin', arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
+    def __init__(self, family: str = registry.EXAMPLE_FAMILY, arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
                  global_pool: str = 'avg', drop_rate: float = 0.0, in_chans: int = 3,
                  output_stride: Optional[int] = None, **backbone_kwargs) -> None:
         super().__init__()
-        if family not in FAMILIES:
-            raise ValueError(f'family={family!r}: use one of {sorted(FAMILIES)}.')
-        check_output_stride(output_stride, f'InLine-{family}')
+        if family not in registry.FAMILIES:
+            raise ValueError(f'family={family!r}: use one of {sorted(registry.FAMILIES)}.')
+        spec = registry.FAMILIES[family]
+        check_output_stride(output_stride, f'InLine-{family}',
+                            [o.stride for o in spec.preset_outputs(arch if isinstance(arch, str) else dict(arch))])
         for key in IGNORED_SIZE_ARGS:  # timm passes these to every model; InLine takes any input size
             backbone_kwargs.pop(key, None)
         for key in ('out_norm', 'out_indices', 'init_cfg'):
@@ -103,19 +101,18 @@ class InLineClassifier(nn.Module):
                 raise TypeError(f'InLineClassifier: {key} is fixed (all stages, no per-stage output norm, '
                                 f'initialised at construction); build the backbone class itself for other choices.')
         self.family = family
-        backbone: Callable[..., InLineBackboneBase] = FAMILIES[family]  # each family has its own arguments
+        backbone: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
         self.backbone = backbone(arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
-        dims, strides = self.backbone.embed_dims, self.backbone.strides
+        dims = self.backbone.embed_dims
         self.num_features = self.head_hidden_size = dims[-1]
         self.num_classes = num_classes
         self.in_chans = in_chans
-        self.norm = nn.LayerNorm(dims[-1]) if variants.FAMILIES[family].final_norm else nn.Identity()
+        self.norm = nn.LayerNorm(dims[-1]) if spec.head.final_norm else nn.Identity()
         self.global_pool = self._check_pool(global_pool)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
         # the taps are called on each stage's output map: timm's hook features read them
-        self.feature_info = [dict(num_chs=dims[i], reduction=strides[i], module=f'backbone.taps.{i}')
-                             for i in range(len(dims))]
+        self.feature_info = [dict(info, module=f'backbone.{info["module"]}') for info in self.backbone.output_info()]
         self._init_head()
 
     @staticmethod
@@ -186,24 +183,18 @@ class InLineClassifier(nn.Module):
     @torch.jit.ignore
     def no_weight_decay(self) -> Set[str]:
         """Parameters timm's optimizer factory must not decay beyond its own rule (every 1-D
-        parameter, i.e. norms and biases): Swin's relative-position bias tables, PVT's position
-        embeddings."""
-        return {n for n, _ in self.named_parameters()
-                if n.endswith(('relative_position_bias_table', 'pos_embed'))}
+        parameter, i.e. norms and biases): the family's (its spec's ``head.no_weight_decay``), e.g.
+        Swin's relative-position bias tables, PVT's position embeddings."""
+        endings = registry.FAMILIES[self.family].head.no_weight_decay
+        return {n for n, _ in self.named_parameters() if endings and n.endswith(endings)}
 
     @torch.jit.ignore
     def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
-        """timm's parameter groups (layer-wise LR decay): the stem, then per stage its entry (PVT's
-        patch / position embedding, CSwin's merge) and blocks, Swin's merge at its stage's end, the
-        final norm last."""
-        return dict(
-            stem=r'^backbone\.(?:patch_embed|stem)\.',
-            blocks=r'^backbone\.stages\.(\d+)' if coarse else [
-                (r'^backbone\.stages\.(\d+)\.(?:patch_embed|pos_embed|merge)', (0,)),
-                (r'^backbone\.stages\.(\d+)\.blocks\.(\d+)', None),
-                (r'^backbone\.stages\.(\d+)\.downsample', (99998,)),
-                (r'^norm', (99999,)),
-            ])
+        """timm's parameter groups (layer-wise LR decay), the family's (its spec's ``head.groups``):
+        for a pyramid the stem, then per stage its entry (PVT's patch / position embedding, CSwin's
+        merge) and blocks, Swin's merge at its stage's end, the final norm last."""
+        groups = registry.FAMILIES[self.family].head.groups
+        return dict(stem=groups.stem, blocks=groups.coarse if coarse else list(groups.fine))
 
     # ------------------------------------------------------------------ timm's feature-getter contract
     def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
@@ -278,10 +269,10 @@ class InLineClassifier(nn.Module):
         another size is dropped with a log line naming it, and the model's stays freshly initialised;
         a 3-channel first convolution is adapted to ``in_chans`` (summed for 1, repeated and scaled
         otherwise, as timm's ``adapt_input_conv``). ``checkpoint`` may be a state dict (timm's
-        ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (default: the
-        enclosing ``checkpoint.errors.advising`` block's, e.g. timm's, else the torch API's).
+        ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (timm's, smp's;
+        default the torch API's).
         Returns the checkpoint keys not loaded."""
-        first_conv = variants.FAMILIES[self.family].first_conv + '.weight'
+        first_conv = registry.FAMILIES[self.family].head.first_conv + '.weight'
 
         def convert(state: StateDict) -> Tuple[StateDict, List[str]]:
             state = self.convert_pretrained(state)
@@ -292,7 +283,7 @@ class InLineClassifier(nn.Module):
         optional = ('head.', 'norm.')  # no head (num_classes=0), the final norm pruned (features_only)
         return load_file(self, checkpoint, convert=convert, within=None, weights=weights,
                          allowed=Allowed(missing=('head.',), unused=optional, resized=('head.',)),
-                         advice=advice or current_advice(CORE),
+                         advice=advice or CORE,
                          why=f'model, InLine-{self.family} {self.backbone.arch} (is it another variant?)',
                          example=variants.example_of(self.family)).dropped
 

@@ -1,25 +1,26 @@
 """One-off conversion of an authors' checkpoint into a backbone checkpoint.
 
-It sits with the models, above the checkpoint reading it uses: each backbone class knows its
-authors' key layout (``convert_pretrained``)."""
+It sits with the models, above the checkpoint reading it uses: each family's spec knows the keys only
+its checkpoints have (``key_patterns``), its backbone class the conversion (``convert_pretrained``,
+the family's ``convert.py``)."""
 from typing import Tuple
 
-from .. import variants
+from .. import registry
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
 from ..checkpoint.saving import check_output_path, save_converted
+from ..families import backbone_class
 from ..typing import StateDict
-from .classifier import FAMILIES
 
 
 def detect_backbone(state: StateDict) -> str:
-    """The backbone class name ('InLineSwin', ...) from the key layout (authors' or ours), by the
-    families' ``key_patterns`` in :mod:`inline_dense.variants`."""
-    family = variants.detect_family(state)
+    """The backbone class name (its family spec's ``class_name``) from the key layout (authors' or ours), by the
+    families' ``key_patterns`` (:mod:`inline_dense.registry`)."""
+    family = registry.detect_family(state)
     if family is None:
-        titles = ', '.join(f'InLine-{spec.title}' for spec in variants.FAMILIES.values())
+        titles = ', '.join(f'InLine-{spec.title}' for spec in registry.FAMILIES.values())
         raise CheckpointError(f'cannot tell which of {titles} this checkpoint holds (first keys: {list(state)[:5]}); '
                               f'pass --backbone explicitly.')
-    return variants.FAMILIES[family].class_name
+    return registry.FAMILIES[family].class_name
 
 
 def check_family(state: StateDict, backbone: str, source: str) -> str:
@@ -52,11 +53,11 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     check_output_path(dst, path)
     chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
     state = state_dict_of(chosen, repr(src), 'model')
-    classes = {cls.__name__: cls for cls in FAMILIES.values()}
+    classes = {spec.class_name: spec for spec in registry.FAMILIES.values()}
     if backbone != 'auto' and backbone not in classes:
         raise ValueError(f'unknown backbone {backbone!r}; use one of {sorted(classes)} or auto.')
     name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))
-    converted, dropped = classes[name].convert_pretrained(state)
+    converted, dropped = backbone_class(classes[name]).convert_pretrained(state)
     save_converted(converted, {'converted_from': str(src), 'backbone': name, 'dropped': dropped, 'weights': which},
                    dst)
     return name, len(converted), len(dropped)

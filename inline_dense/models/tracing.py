@@ -1,9 +1,11 @@
-"""What symbolic tracing (``torch.fx``) must leave alone in the InLine backbones.
+"""What symbolic tracing (``torch.fx``) must leave alone in the InLine backbones, for every family.
 
 The attentions branch on their grid's size and on the padding mask, which are values at run time
-in a traced graph: trace them as leaf modules. The helpers around the stages that branch the same
-way are ``torch.fx.wrap``-ped where they are called (so plain ``torch.fx.symbolic_trace`` keeps them
-as calls); ``FX_AUTOWRAP_FUNCTIONS`` lists them for tracers that take ``autowrap_functions``.
+in a traced graph: trace them as leaf modules (``FX_LEAF_MODULES``). The helpers around the stages
+that branch the same way are ``torch.fx.wrap``-ped where they are defined (so plain
+``torch.fx.symbolic_trace`` keeps them as calls); ``FX_AUTOWRAP_FUNCTIONS`` lists them for tracers
+that take ``autowrap_functions``. Both are filled where each brick is defined
+(:mod:`inline_dense.layers.tracing`'s ``@fx_leaf`` / ``@fx_wrap``), once every family is imported.
 
     from torchvision.models.feature_extraction import create_feature_extractor
     create_feature_extractor(backbone, ['taps.3'], tracer_kwargs=dict(leaf_modules=list(FX_LEAF_MODULES)))
@@ -15,17 +17,8 @@ from typing import Callable, Tuple, Type
 
 from torch import nn
 
-from .backbone_base import check_image_input, pad_to_min_size, valid_token_mask, zero_padding
-from .cswin_attention import CSwinStripeAttention
-from .inline_attention import InLineAttention
-from .inline_pvt import stage_position
-from .inline_swin import pad_grid_to_even
-from .layers import TokenAttention, pad_to_multiple
-from .sr_attention import SRAttention
-from .window_attention import ShiftWindowMSA
+from .. import models  # noqa: F401  (every family's model: their bricks mark themselves as imported)
+from ..layers import tracing
 
-# the attentions: each answers layers.TokenAttention (mypy checks this assignment)
-ATTENTIONS: Tuple[Type[TokenAttention], ...] = (InLineAttention, ShiftWindowMSA, SRAttention, CSwinStripeAttention)
-FX_LEAF_MODULES: Tuple[Type[nn.Module], ...] = (InLineAttention, ShiftWindowMSA, SRAttention, CSwinStripeAttention)
-FX_AUTOWRAP_FUNCTIONS: Tuple[Callable, ...] = (check_image_input, pad_to_min_size, valid_token_mask, zero_padding,
-                                               stage_position, pad_grid_to_even, pad_to_multiple)
+FX_LEAF_MODULES: Tuple[Type[nn.Module], ...] = tuple(tracing.LEAF_MODULES)
+FX_AUTOWRAP_FUNCTIONS: Tuple[Callable, ...] = tuple(tracing.AUTOWRAP_FUNCTIONS)

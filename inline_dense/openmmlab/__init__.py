@@ -7,8 +7,9 @@ registries):
 1. mmcv-lite gets its ops: ``mmcv.ops`` runs on :mod:`inline_dense.ops` (before anything
    imports ``mmcv.ops``);
 2. registry entries in mmengine's root registries (mmdet's and mmseg's registries are its
-   children and find them): ``MODELS``: ``InLineSwin``, ``InLinePVT``, ``InLineCSwin``
-   (:mod:`.backbones`: the core backbones with ``init_cfg`` and ``init_weights()``); ``HOOKS``:
+   children and find them): ``MODELS``: one backbone per family of :mod:`inline_dense.registry`
+   under its class name (:mod:`.backbones`: the core backbones with ``init_cfg`` and
+   ``init_weights()``); ``HOOKS``:
    ``InLinePaddingMaskHook``, ``AtomicCheckpointHook``, ``DeterministicResumeHook``,
    ``CheckpointFitHook``; ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`.engine`).
    A name taken by someone else raises mmengine's "already registered" error; nothing is
@@ -31,8 +32,8 @@ from .. import warning_filters  # noqa: E402  (imports nothing else)
 warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
-from . import engine  # noqa: E402,F401  2. the hooks register themselves as they are defined
-from .backbones import InLineCSwin, InLinePVT, InLineSwin, OpenMMLabBackbone  # noqa: E402  2. the backbones
+from . import backbones, engine  # noqa: E402,F401  2. the backbones and the hooks register themselves as defined
+from .backbones import *  # noqa: E402,F401,F403  (every family's registered class, by its name)
 from .engine import image_guards  # noqa: E402
 from .log_bridge import bridge_core_logging  # noqa: E402
 from .mmengine_scheme import register_mmengine_scheme  # noqa: E402
@@ -43,4 +44,4 @@ register_mmengine_scheme()  # 4.
 bridge_core_logging()  # 5.
 image_guards.install()  # 6.
 
-__all__ = ['InLineSwin', 'InLinePVT', 'InLineCSwin', 'OpenMMLabBackbone']
+__all__ = list(backbones.__all__)

@@ -1,11 +1,13 @@
 """The InLine backbones as OpenMMLab modules: ``init_cfg``, ``init_weights()`` and registration.
 
-Each class here (one per family of :mod:`inline_dense.variants`) is the torch-only core class
-(:mod:`inline_dense.models`) with mmengine's
-``BaseModule`` behind it and :class:`OpenMMLabBackbone` in front, registered in mmengine's root
-``MODELS`` under the core's name (mmdet's and mmseg's ``MODELS`` are children of it). Nothing of
-the architecture is repeated: the MRO is adapter mixin -> core family -> core base -> ``BaseModule``
--> ``nn.Module``, so the core's ``super().__init__()`` is ``BaseModule``'s.
+Each class here (one per family of :mod:`inline_dense.registry`) is the torch-only core class
+(:mod:`inline_dense.models`) with mmengine's ``BaseModule`` behind it and :class:`OpenMMLabBackbone`
+in front, registered in mmengine's root ``MODELS`` under the core's name (mmdet's and mmseg's
+``MODELS`` are children of it). The class names are mmdet's config vocabulary (``type='InLineSwin'``),
+so they are spelled out here, the one module outside the families that names them: explicit
+subclasses, which a type checker reads (tests check that every family of the registry has one).
+Nothing of the architecture is repeated: the MRO is adapter mixin -> core family -> core base ->
+``BaseModule`` -> ``nn.Module``, so the core's ``super().__init__()`` is ``BaseModule``'s.
 
 Construction does not initialise the weights (``init_at_construction = False``): as before the
 split, the runner's ``init_weights()`` does, after the whole detector or segmentor is built, so
@@ -13,7 +15,7 @@ the random numbers the neck and head draw at construction are the same as before
 """
 import copy
 import inspect
-from typing import Any, List, Union
+from typing import TYPE_CHECKING, Any, List, Union
 
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import initialize
@@ -21,9 +23,14 @@ from mmengine.registry import MODELS
 
 from .. import models as core
 from .. import variants
-from ..checkpoint import load_pretrained
+from ..checkpoint import INIT_CFG, load_pretrained
 
 InitCfg = Union[dict, List[dict], None]
+
+if TYPE_CHECKING:  # what the mixin stands in front of (at run time it adds no base class)
+    from ..layers.backbone import InLineBackboneBase as _Core
+else:
+    _Core = object
 
 
 def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
@@ -39,7 +46,7 @@ def check_init_cfg(init_cfg: Any, backbone: str) -> InitCfg:
     return init_cfg
 
 
-class OpenMMLabBackbone:
+class OpenMMLabBackbone(_Core):
     """In front of a core family and ``BaseModule``: takes ``init_cfg`` and gives ``init_weights()``.
 
     Args (besides the core family's):
@@ -71,21 +78,29 @@ class OpenMMLabBackbone:
             if unknown:
                 raise ValueError(f'{type(self).__name__}: init_cfg Pretrained option(s) {unknown} are not '
                                  f'supported; supported: {sorted(options)}.')
-            load_pretrained(self, entry['checkpoint'], **extra)
+            load_pretrained(self, entry['checkpoint'], advice=INIT_CFG, **extra)
         self._is_init = True
 
 
-def _openmmlab_class(core_cls: type) -> type:
-    """``core_cls`` with the adapter in front and ``BaseModule`` behind, registered under its name."""
-    cls = type(core_cls.__name__, (OpenMMLabBackbone, core_cls, BaseModule),
-               dict(__doc__=core_cls.__doc__ + OpenMMLabBackbone.__doc__.split('\n', 1)[1], __module__=__name__,
-                    __qualname__=core_cls.__name__))
-    MODELS.register_module(module=cls)
-    return cls
+def adapter_doc(core_cls: type) -> str:
+    """The core class's docstring, then the adapter's arguments."""
+    return (core_cls.__doc__ or '') + (OpenMMLabBackbone.__doc__ or '').split('\n', 1)[1]
 
 
-# one class per family of the variant table: InLineSwin, InLinePVT, InLineCSwin
-for _family in variants.FAMILIES.values():
-    globals()[_family.class_name] = _openmmlab_class(getattr(core, _family.class_name))
+# one class per family of inline_dense.registry, each registered under the core class's name
+@MODELS.register_module()
+class InLineSwin(OpenMMLabBackbone, core.InLineSwin, BaseModule):
+    __doc__ = adapter_doc(core.InLineSwin)
 
-__all__ = ['OpenMMLabBackbone', 'check_init_cfg', *(f.class_name for f in variants.FAMILIES.values())]
+
+@MODELS.register_module()
+class InLinePVT(OpenMMLabBackbone, core.InLinePVT, BaseModule):
+    __doc__ = adapter_doc(core.InLinePVT)
+
+
+@MODELS.register_module()
+class InLineCSwin(OpenMMLabBackbone, core.InLineCSwin, BaseModule):
+    __doc__ = adapter_doc(core.InLineCSwin)
+
+
+__all__ = ['OpenMMLabBackbone', 'adapter_doc', 'check_init_cfg', 'InLineSwin', 'InLinePVT', 'InLineCSwin']

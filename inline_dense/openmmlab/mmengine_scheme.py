@@ -5,6 +5,7 @@ the reading itself is the torch-only :mod:`inline_dense.checkpoint`'s.
 """
 from typing import Any, Dict
 
+from ..checkpoint import INIT_CFG
 from ..checkpoint.reading import read_checkpoint, select_weights
 from ..checkpoint.sources import SCHEME, resolve
 
@@ -13,8 +14,8 @@ def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
     """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
     ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
     in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""
-    path = resolve(filename)
-    obj = read_checkpoint(path, map_location=map_location or 'cpu')
+    path = resolve(filename, advice=INIT_CFG)
+    obj = read_checkpoint(path, map_location=map_location or 'cpu', advice=INIT_CFG)
     chosen, which = select_weights(obj, 'auto', repr(path))
     rest = {k: v for k, v in obj.items() if k not in ('model', 'state_dict', 'state_dict_ema', 'model_ema')}
     meta = dict(rest['meta']) if isinstance(rest.get('meta'), dict) else {}

@@ -1,7 +1,7 @@
 """Which evaluation of InLine attention runs in a model someone else built.
 
 ``InLineAttention`` takes its evaluation as the constructor argument ``impl`` (see
-``inline_dense.models.inline_attention.IMPLS``: 'auto', 'reference', 'folded_gram',
+``inline_dense.layers.inline_attention.IMPLS``: 'auto', 'reference', 'folded_gram',
 'folded_keys'); every one computes the same function. Whatever backbone holds the InLine layers
 (Swin, PVT, CSwin blocks), :func:`inline_impl` switches each for a while and puts it back: the FLOP
 counter counts on the textbook path, the ONNX export falls back to another evaluation.
@@ -11,7 +11,7 @@ from typing import Iterator, List, Optional, Tuple
 
 from torch import nn
 
-from ..models.inline_attention import IMPLS, InLineAttention
+from ..layers.inline_attention import IMPLS, InLineAttention
 
 
 def inline_layers(model: nn.Module) -> List[nn.Module]:

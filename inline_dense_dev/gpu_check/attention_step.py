@@ -8,7 +8,7 @@ from typing import Dict, Tuple
 import torch
 from torch import nn
 
-from inline_dense.models.inline_attention import IMPLS, InLineAttention
+from inline_dense.layers.inline_attention import IMPLS, InLineAttention
 
 from .measure import Emit, all_finite, max_abs, recorded, rel_l2, release, time_step
 from .plan import HW, CheckPlan
@@ -16,7 +16,7 @@ from .plan import HW, CheckPlan
 DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
 # relative L2 error allowed against the float32 CPU reference: float32 (other summation order;
 # cuDNN may use TF32 in convolutions), bfloat16 (8 mantissa bits) and float16 (11 bits), as
-# tests/test_amp.py allows one layer
+# tests/layers/test_amp.py allows one layer
 TOL = {'float32': 1e-3, 'bfloat16': 2e-2, 'float16': 4e-3}
 
 

@@ -3,7 +3,7 @@
 the path mmcv takes on CUDA) against mmcv's pure ``multi_scale_deformable_attn_pytorch`` on the
 device, in float32: the forward within 1e-5 and the gradients for value, sampling locations and
 attention weights within 1e-4 (each at the scale of the reference's largest entry, as
-``tests/test_mmcv_ops_deform_attn.py`` compares them), at random level layouts and at DINO's
+``tests/ops/test_mmcv_ops_deform_attn.py`` compares them), at random level layouts and at DINO's
 encoder layout; then both implementations' forward + backward time and peak memory there."""
 import random
 from typing import Any, Callable, Dict, List

@@ -4,7 +4,8 @@ MMDetection and MMSegmentation pad every image of a batch to the largest one (an
 the size divisor). Global InLine attention sums over all tokens, so without a mask the
 padding of a batch-mate changes an image's features. The data samples already carry
 each image's size before padding (``img_shape``); this module reads it at the start of
-every forward of the whole model and passes it to the backbones as ``valid_hw``.
+every forward of the whole model and passes it to the backbones as ``valid_hw`` (through
+:class:`inline_dense.layers.padding.PaddedBatchSizes`, as the torchvision adapter does).
 
 Two entry points:
 
@@ -22,7 +23,9 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 from torch import nn
 
-from ...models.backbone_base import InLineBackboneBase
+from ... import registry
+from ...layers.backbone import InLineBackboneBase
+from ...layers.padding import PaddedBatchSizes
 from ...typing import HW
 
 _HANDLE_ATTR = '_inline_padding_mask'
@@ -49,16 +52,15 @@ def image_shapes(data_samples: Any) -> Optional[List[HW]]:
 class PaddingMaskHandle:
     """The hooks ``enable_padding_mask`` installed; ``remove()`` uninstalls them.
 
-    Between the start and the end of one forward of the whole model it holds the padded
-    batch size ``batch_hw`` and each image's ``valid_hw``. A backbone call receives them
-    only if its input is that very batch (same batch size and spatial size), so a backbone
-    run on crops (slide inference) or on other tensors is left alone.
+    Between the start and the end of one forward of the whole model it holds each image's
+    ``valid_hw`` in the padded batch (``sizes``). A backbone call receives them only if its input
+    is that very batch (same batch size and spatial size), so a backbone run on crops (slide
+    inference) or on other tensors is left alone.
     """
 
     def __init__(self, model: nn.Module, backbones: List[nn.Module]) -> None:
         self.backbones = backbones
-        self.batch_hw: Optional[HW] = None
-        self.valid_hw: Optional[List[HW]] = None
+        self.sizes = PaddedBatchSizes()
         self._handles = [
             model.register_forward_pre_hook(self._before_model, with_kwargs=True),
             model.register_forward_hook(self._after_model, always_call=True),
@@ -66,6 +68,11 @@ class PaddingMaskHandle:
         self._handles += [b.register_forward_pre_hook(self._before_backbone, with_kwargs=True)
                           for b in backbones]
         self._model = model
+
+    @property
+    def valid_hw(self) -> Optional[List[HW]]:
+        """Each image's real size in the batch of the current forward; None outside one."""
+        return self.sizes.sizes
 
     def remove(self) -> None:
         for h in self._handles:
@@ -79,26 +86,23 @@ class PaddingMaskHandle:
         samples = kwargs.get('data_samples', args[1] if len(args) > 1 else None)
         shapes = image_shapes(samples)
         if isinstance(inputs, torch.Tensor) and inputs.ndim == 4 and shapes and len(shapes) == inputs.shape[0]:
-            self.batch_hw, self.valid_hw = (int(inputs.shape[-2]), int(inputs.shape[-1])), shapes
+            self.sizes.record(inputs, shapes)
         else:
-            self.batch_hw = self.valid_hw = None
+            self.sizes.clear()
 
     def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:
-        self.batch_hw = self.valid_hw = None
+        self.sizes.clear()
 
     def _before_backbone(self, module: nn.Module, args: tuple,
                          kwargs: Dict[str, Any]) -> Optional[Tuple[tuple, Dict[str, Any]]]:
-        if self.valid_hw is None or len(args) != 1 or kwargs.get('valid_hw') is not None:
+        if len(args) != 1 or kwargs.get('valid_hw') is not None:
             return None
-        x = args[0]
-        if (not isinstance(x, torch.Tensor) or x.ndim != 4 or x.shape[0] != len(self.valid_hw)
-                or (int(x.shape[-2]), int(x.shape[-1])) != self.batch_hw):
-            return None
-        return args, dict(kwargs, valid_hw=self.valid_hw)
+        sizes = self.sizes.for_input(args[0])
+        return None if sizes is None else (args, dict(kwargs, valid_hw=sizes))
 
 
 def inline_backbones(model: nn.Module) -> List[nn.Module]:
-    """Every InLine backbone (InLineSwin, InLinePVT, InLineCSwin) inside ``model``, the model itself included."""
+    """Every InLine backbone (of any family) inside ``model``, the model itself included."""
     return [m for m in model.modules() if isinstance(m, InLineBackboneBase)]
 
 
@@ -132,8 +136,9 @@ class InLinePaddingMaskHook(Hook):
         handle = enable_padding_mask(runner.model)
         if not handle.backbones and not getattr(self, '_warned', False):
             self._warned = True
-            print_log('InLinePaddingMaskHook: the model has no InLine backbone (InLineSwin, InLinePVT, InLineCSwin); '
-                      'the hook does nothing (remove it from custom_hooks).', logger='current', level=logging.WARNING)
+            names = ', '.join(spec.class_name for spec in registry.FAMILIES.values())
+            print_log(f'InLinePaddingMaskHook: the model has no InLine backbone ({names}); the hook does nothing '
+                      f'(remove it from custom_hooks).', logger='current', level=logging.WARNING)
 
     def before_train(self, runner) -> None:
         self._enable(runner)

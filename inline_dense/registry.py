@@ -1,0 +1,56 @@
+"""The backbone families: THE list of them, and lookups over their specs.
+
+Plain data, no torch: every layer of the package can read it. A family is one folder,
+``inline_dense/families/<name>/`` (``spec.py``: its facts; ``model.py``: its backbone class), and one
+entry in :data:`FAMILIES` below. The variant table (:mod:`inline_dense.variants`), the ``inline://``
+names, every ecosystem adapter, the benchmark zoo, the config bases and the contract tests are derived
+from it. ``docs/adding_a_family.md`` walks through adding one.
+"""
+import re
+from typing import Dict, Iterable, Iterator, Optional, Tuple
+
+from .families.cswin import spec as cswin
+from .families.pvt import spec as pvt
+from .families.spec import FamilySpec, Weights
+from .families.swin import spec as swin
+
+# One line per family. The order is the variant table's (its first variant, InLine-Swin-T, is the
+# example the messages name) and the checkpoint detection's; no checkpoint matches two families' key
+# patterns (tests/families).
+FAMILIES: Dict[str, FamilySpec] = {module.SPEC.name: module.SPEC for module in (
+    swin,
+    pvt,
+    cswin,
+)}
+
+EXAMPLE_FAMILY = next(iter(FAMILIES))
+"""The family defaults and messages name as an example (the first)."""
+
+
+def family(name: str) -> FamilySpec:
+    """The spec of family ``name`` ('swin', ...); ValueError naming the known ones otherwise."""
+    if name not in FAMILIES:
+        raise ValueError(f'unknown InLine family {name!r}; use one of {sorted(FAMILIES)}.')
+    return FAMILIES[name]
+
+
+def family_of_class(class_name: str) -> Optional[FamilySpec]:
+    """``'InLinePVT'`` -> the PVT spec; None for another class."""
+    return next((spec for spec in FAMILIES.values() if spec.class_name == class_name), None)
+
+
+def all_weights() -> Iterator[Tuple[FamilySpec, Weights]]:
+    """Every published checkpoint with its family, in the variant table's order."""
+    for spec in FAMILIES.values():
+        for weights in spec.weights:
+            yield spec, weights
+
+
+def detect_family(keys: Iterable[str]) -> Optional[str]:
+    """The family whose ``key_patterns`` match one of ``keys`` (authors' layout or ours), in
+    :data:`FAMILIES` order; None when none does."""
+    keys = list(keys)
+    for name, spec in FAMILIES.items():
+        if any(re.search(p, k) for p in spec.key_patterns for k in keys):
+            return name
+    return None

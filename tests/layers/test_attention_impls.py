@@ -1,0 +1,135 @@
+"""InLineAttention's folded evaluations compute what its textbook one computes."""
+import re
+
+import pytest
+import torch
+
+from inline_dense.layers.inline_attention import InLineAttention
+
+
+def make(c: int, heads: int, seed: int = 0, **kwargs) -> InLineAttention:
+    torch.manual_seed(seed)
+    attn = InLineAttention(c, heads, **kwargs)
+    with torch.no_grad():  # weights far from the init's small values, non-zero biases
+        for p in attn.parameters():
+            p.normal_(0, 0.2)
+    return attn
+
+
+def twin(attn: InLineAttention, impl: str) -> InLineAttention:
+    """The same weights, evaluated by ``impl``."""
+    other = InLineAttention(attn.embed_dims, attn.num_heads, impl=impl, lepe=attn.get_v is not None)
+    other.load_state_dict(attn.state_dict())
+    return other.train(attn.training)
+
+
+def both(attn: InLineAttention, x: torch.Tensor, hw, mask=None, grad: bool = False, residual_input=None):
+    """(reference, attn) outputs, or (output, grads) pairs with ``grad``."""
+    outs = []
+    for module in (twin(attn, 'reference'), attn):
+        xi = x.clone().requires_grad_(grad)
+        out = module(xi, hw, mask, residual_input=residual_input)
+        if grad:
+            out.square().sum().backward()
+            outs.append((out.detach(), [p.grad.clone() for p in module.parameters()] + [xi.grad]))
+        else:
+            outs.append(out)
+    return outs
+
+
+def padding_mask(b: int, hw, valid_hw) -> torch.Tensor:
+    mask = torch.zeros(b, *hw, dtype=torch.bool)
+    mask[0, :valid_hw[0], :valid_hw[1]] = True
+    mask[1:] = True
+    return mask.view(b, -1)
+
+
+# (channels, heads, grid, route): the Gram route needs n > c * (heads + 1) tokens
+CASES = [(32, 1, (30, 20), 'gram'), (96, 3, (40, 36), 'gram'), (96, 3, (14, 18), 'keys'),
+         (512, 16, (4, 6), 'keys')]
+
+
+@pytest.mark.parametrize('c,heads,hw,route', CASES)
+@pytest.mark.parametrize('masked', [False, True])
+@pytest.mark.parametrize('impl', ['auto', 'folded_gram', 'folded_keys'])
+def test_folded_equals_reference(c, heads, hw, route, masked, impl):
+    attn = make(c, heads, impl=impl).eval()
+    n = hw[0] * hw[1]
+    assert attn.use_gram(n) == (route == 'gram')
+    x = torch.randn(2, n, c) + 0.5
+    mask = padding_mask(2, hw, (hw[0] - 2, hw[1] - 3)) if masked else None
+    with torch.no_grad():
+        ref, fast = both(attn, x, hw, mask)
+    scale = ref.abs().max()
+    assert (fast - ref).abs().max() <= 2e-6 * scale
+
+
+@pytest.mark.parametrize('masked', [False, True])
+def test_folded_lepe_and_residual_input_equal_reference(masked):
+    """InLine-CSwin's variant: LePE folded into the local filter, the filter predicted from another input."""
+    attn = make(64, 2, lepe=True).eval()
+    hw = (14, 18)
+    x, raw = torch.randn(2, 14 * 18, 64), torch.randn(2, 14 * 18, 64)
+    mask = padding_mask(2, hw, (11, 15)) if masked else None
+    with torch.no_grad():
+        ref, fast = both(attn, x, hw, mask, residual_input=raw)
+        without = attn(x, hw, mask)
+    assert (fast - ref).abs().max() <= 2e-6 * ref.abs().max()
+    assert (without - ref).abs().max() > 1e-3 * ref.abs().max()  # residual_input matters
+
+
+@pytest.mark.parametrize('c,heads,hw', [CASES[1][:3], CASES[2][:3]])
+def test_folded_gradients_equal_reference(c, heads, hw):
+    attn = make(c, heads).train()
+    x = torch.randn(2, hw[0] * hw[1], c)
+    mask = padding_mask(2, hw, (hw[0] - 1, hw[1] - 4))
+    (out_r, grads_r), (out_f, grads_f) = both(attn, x, hw, mask, grad=True)
+    assert torch.allclose(out_f, out_r, rtol=0, atol=2e-6 * out_r.abs().max())
+    for g_f, g_r in zip(grads_f, grads_r):
+        assert (g_f - g_r).abs().max() <= 1e-5 * g_r.abs().max()
+
+
+def test_padded_tokens_do_not_change_valid_outputs():
+    attn = make(64, 2).eval()
+    hw, valid = (12, 16), (9, 11)
+    x = torch.randn(1, valid[0] * valid[1], 64)
+    alone = attn(x, valid)
+    grid = torch.randn(1, *hw, 64) * 5  # garbage in the padding
+    grid[:, :valid[0], :valid[1]] = x.view(1, *valid, 64)
+    mask = torch.zeros(1, *hw, dtype=torch.bool)
+    mask[:, :valid[0], :valid[1]] = True
+    padded = attn(grid.view(1, -1, 64), hw, mask.view(1, -1)).view(1, *hw, 64)
+    # the 3x3 residual at the valid border sees zeros where the padding is, as at the image edge
+    assert torch.allclose(padded[:, :valid[0], :valid[1]].reshape(1, -1, 64), alone, atol=2e-5)
+
+
+def test_reference_path_is_used_where_folding_does_not_apply():
+    assert not InLineAttention(32, 2, kernel='relu').folds()
+    assert not InLineAttention(32, 2, impl='reference').folds()
+    attn = InLineAttention(32, 2, attn_drop=0.1)
+    assert attn.train().folds() is False and attn.eval().folds() is True
+
+
+@pytest.mark.parametrize('kwargs,fragment', [
+    (dict(impl='fast'), "unknown impl 'fast'"),
+    (dict(impl='folded_gram', kernel='relu'), "needs kernel='identity' and attn_drop=0"),
+    (dict(impl='folded_keys', attn_drop=0.1), "use impl='auto' or 'reference'"),
+])
+def test_impl_choice_is_checked(kwargs, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        InLineAttention(32, 2, **kwargs)
+
+
+def test_folded_autocast_reductions_stay_float32():
+    attn = make(64, 2).eval()
+    hw = (24, 20)
+    x = torch.randn(1, hw[0] * hw[1], 64) * 30 + 200  # sums that bfloat16 would ruin
+    reference = twin(attn, 'reference')
+    with torch.no_grad():
+        exact = attn(x, hw)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            ref = reference(x, hw).float()
+            fast = attn(x, hw).float()
+    err_ref = (ref - exact).abs().max()
+    err_fast = (fast - exact).abs().max()
+    assert err_fast <= 2 * err_ref + 1e-3 * exact.abs().max()

@@ -1,0 +1,45 @@
+"""tools/make_configs.py: the backbone config bases, configs/metafile.yml and the generated tables
+of README.md and docs/configs.md are what the family specs and the configs give (CI fails while a
+committed file differs), and a change of a spec shows in them."""
+import dataclasses
+
+import yaml
+
+from helpers import ROOT, import_tool, load_config
+from inline_dense import registry
+
+
+def test_every_generated_file_is_committed_as_generated():
+    tool = import_tool('make_configs')
+    assert tool.stale() == [], 'run python tools/make_configs.py and commit what it writes'
+    assert tool.main(['--check']) == 0
+
+
+def test_a_changed_spec_changes_its_backbone_bases(monkeypatch):
+    tool = import_tool('make_configs')
+    spec = next(iter(registry.FAMILIES.values()))
+    configs = dataclasses.replace(spec.configs, drop_path={k: 0.5 for k in spec.configs.drop_path})
+    monkeypatch.setitem(registry.FAMILIES, spec.name, dataclasses.replace(spec, configs=configs))
+    stale = tool.stale()
+    assert sorted(p.name for p in stale) == sorted(tool.backbone_base_name(w) for w in spec.weights)
+    assert tool.main(['--check']) == 1
+
+
+def test_the_backbone_bases_carry_the_spec():
+    for spec, weights in registry.all_weights():
+        cfg = load_config(ROOT / 'configs' / '_base_' / 'backbones' / f'{weights.name.replace("_", "-")}.py')
+        assert cfg.inline_backbone == dict(type=spec.class_name, arch=weights.preset,
+                                           init_cfg=dict(type='Pretrained', checkpoint=f'inline://{weights.name}'))
+        assert cfg.inline_channels == [o.channels for o in spec.preset_outputs(weights.preset)]
+        assert cfg.inline_drop_path_rate == spec.configs.drop_path[weights.preset]
+
+
+def test_the_metafile_lists_every_config_once():
+    tool = import_tool('make_configs')
+    models = yaml.safe_load((ROOT / 'configs' / 'metafile.yml').read_text())['Models']
+    listed = [m['Config'] for m in models]
+    assert listed == [str(p.relative_to(ROOT)) for p in tool.leaf_configs()]
+    for m in models:
+        assert (ROOT / m['Config']).is_file() and m['Metadata']['Recipe'], m['Name']
+        if m['In Collection'] == 'InLine':
+            assert m['Metadata']['Pretrained'].startswith('inline://inline_'), m['Name']
