@@ -120,7 +120,8 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
     run = (ci / 'run').read_text(encoding='utf-8')
     assert 'export INLINE_DENSE_VENV="$scratch/venv"' in run
     for needed in ('bash .ci/core_only.sh floor', 'bash .ci/py313.sh', 'bash .ci/other_stack.sh',
-                   'tools/gpu_check.py --prepare "$INLINE_DENSE_GPU_WHEELS"', '-m pytest -q tests/tools/test_gpu_wheels.py'):
+                   'tools/gpu_check.py --prepare "$INLINE_DENSE_GPU_WHEELS"',
+                   '-m pytest -q tests/tools/test_gpu_wheels.py'):
         assert needed in run, needed
     py313 = (ci / 'py313.sh').read_text(encoding='utf-8')
     for needed in ('tests/families/test_fidelity.py', 'tests/ops/test_mmcv_ops.py', 'tests/openmmlab/test_toy_e2e.py',
