@@ -2,8 +2,9 @@
 
 mmcv-lite ships ``mmcv.ops`` without the compiled ``mmcv._ext`` those modules import, so stock
 ``from mmdet.apis import DetInferencer`` fails with it. This module puts a finder at the END of
-``sys.meta_path`` that answers for the one name ``mmcv._ext``: a compiled extension, when
-installed, is found by the regular path finder first and used unchanged.
+``sys.meta_path`` that answers for the one name ``mmcv._ext`` with the module
+``inline_dense.ops.ext`` itself (``mmcv._ext is inline_dense.ops.ext``): a compiled extension,
+when installed, is found by the regular path finder first and used unchanged.
 
 It is imported at interpreter start by ``inline_dense_mmcv_hook.pth`` (installed next to the
 package by ``pip install .`` and by the editable install), and by ``import inline_dense.openmmlab``.
@@ -17,6 +18,18 @@ import os
 import sys
 
 TARGET = 'mmcv._ext'
+STAND_IN = 'inline_dense.ops.ext'
+
+
+class SameModuleLoader(importlib.abc.Loader):
+    """Answers ``mmcv._ext`` with the module object ``inline_dense.ops.ext`` itself (one identity:
+    ``mmcv._ext is inline_dense.ops.ext``), so the ops' call counts and settings are shared."""
+
+    def create_module(self, spec):
+        return importlib.import_module(STAND_IN)
+
+    def exec_module(self, module):
+        pass  # imported (and executed) once, under its own name
 
 
 class MmcvExtFinder(importlib.abc.MetaPathFinder):
@@ -31,7 +44,7 @@ class MmcvExtFinder(importlib.abc.MetaPathFinder):
         for folder in package.submodule_search_locations:
             location = os.path.join(folder, 'ops', 'ext.py')
             if os.path.isfile(location):
-                return importlib.util.spec_from_file_location(TARGET, location)
+                return importlib.util.spec_from_file_location(TARGET, location, loader=SameModuleLoader())
         return None
 
     def __repr__(self):
@@ -46,27 +59,6 @@ def install() -> MmcvExtFinder:
     finder = MmcvExtFinder()
     sys.meta_path.append(finder)
     return finder
-
-
-PTH_NAME = 'inline_dense_mmcv_hook.pth'
-
-
-def install_pth(site_packages: str = '') -> str:
-    """Writes the .pth file into ``site_packages`` (default: this environment's); returns its path.
-
-    ``pip install .`` puts it there itself; an editable install (``pip install -e .``) does not,
-    so tools/setup_env.sh calls this.
-    """
-    import sysconfig
-    folder = site_packages or sysconfig.get_path('purelib')
-    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), PTH_NAME)
-    with open(source, encoding='utf-8') as f:
-        text = f.read()
-    path = os.path.join(folder, PTH_NAME)
-    with open(path + '.tmp', 'w', encoding='utf-8') as f:
-        f.write(text)
-    os.replace(path + '.tmp', path)
-    return path
 
 
 def describe() -> str:
@@ -84,8 +76,6 @@ def describe() -> str:
 
 
 if __name__ == '__main__':
-    if sys.argv[1:] == ['--install']:
-        print(f'wrote {install_pth()}')
-    elif sys.argv[1:]:
-        sys.exit('usage: python -m inline_dense_mmcv_hook [--install]')
+    if sys.argv[1:]:
+        sys.exit('usage: python -m inline_dense_mmcv_hook  (says which mmcv._ext this environment uses)')
     print(f'mmcv._ext: {describe()}')

@@ -19,14 +19,20 @@ Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indi
 targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
 and the fix, where compiled mmcv would read out of bounds or return garbage.
 
-Any other name resolves to a function that raises :class:`MissingCompiledOpError` when called
-(``load_ext`` only checks that the names exist), naming the op and how to get compiled ops.
+Any other op that the installed ``mmcv.ops`` loads (the names in its ``load_ext`` calls) resolves
+to a function that raises :class:`MissingCompiledOpError` when called (``load_ext`` only checks
+that the names exist), naming the op and how to get compiled ops. A name mmcv never asks for is
+an ``AttributeError``, as on the compiled extension.
 
 This file imports nothing from ``inline_dense``: it is loaded while mmdet or mmseg are half
 imported, and importing the package (which registers into their registries) would then cycle.
 """
+import functools
+import importlib.util
 import math
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Callable, Tuple
 
 import torch
@@ -140,11 +146,24 @@ def _missing(name: str) -> Callable:
     return op
 
 
+@functools.lru_cache(maxsize=1)
+def mmcv_op_names() -> frozenset:
+    """The op names the installed ``mmcv.ops`` loads from ``mmcv._ext`` (its ``load_ext`` calls),
+    read from its sources without importing it; empty when mmcv is not installed."""
+    spec = importlib.util.find_spec('mmcv')
+    names: set = set()
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for source in sorted((Path(folder) / 'ops').glob('*.py')):
+            for listed in re.findall(r"load_ext\(\s*['\"]_ext['\"]\s*,\s*\[([^\]]*)\]", source.read_text('utf-8')):
+                names.update(re.findall(r"['\"](\w+)['\"]", listed))
+    return frozenset(names)
+
+
 def __getattr__(name: str) -> Callable:
-    # Dunder and private names stay missing: importlib and pickle probe for them.
-    if name.startswith('_'):
-        raise AttributeError(name)
-    return _missing(name)
+    if name in mmcv_op_names():
+        return _missing(name)
+    raise AttributeError(f'{__name__} (the stand-in for mmcv._ext) has no attribute {name!r}: mmcv.ops never '
+                         'asks for it')
 
 
 def kernel_dtype(t: Tensor) -> torch.dtype:
