@@ -18,6 +18,8 @@ RETINANET_TOY = str(TOY / 'retinanet_inline-pvt-mini_fpn_toy-coco.py')
 MASK_RCNN_TOY = str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
 CASCADE_TOY = str(TOY / 'cascade-mask-rcnn_inline-cswin-mini_fpn_toy-coco.py')
 FPN_TOY = str(TOY / 'fpn_inline-pvt-mini_toy-ade.py')
+M2F_COCO_TOY = str(TOY / 'mask2former_inline-swin-mini_toy-coco.py')
+M2F_ADE_TOY = str(TOY / 'mask2former_inline-swin-mini_toy-ade.py')
 CLASSES = ('circle', 'square', 'triangle')
 
 
@@ -45,6 +47,67 @@ def test_a_head_that_does_not_fit_the_datasets_classes_is_refused(config, option
     assert 'but train_dataloader.dataset has 3 classes (circle, square, triangle)' in message
     assert ('trained as background' if number < 3 else 'never be trained') in message
     assert f'{option}=3' in message
+
+
+def _m2f_config(path, **edits):
+    cfg = Config.fromfile(path)
+    setup_codebase(cfg)
+    for where, values in edits.items():
+        head = cfg.model[where]
+        for name, value in values.items():
+            head[name] = value
+    return cfg
+
+
+@pytest.mark.parametrize('head, things', [('panoptic_head', 2), ('panoptic_head', 5), ('panoptic_fusion_head', 4)])
+def test_mask2former_thing_counts_that_do_not_fit_the_dataset_are_refused(head, things):
+    num = things
+    weights = [1.0] * num + [0.1]
+    edit = {head: dict(num_things_classes=things)}
+    if head == 'panoptic_head':
+        edit[head]['loss_cls'] = dict(type='mmdet.CrossEntropyLoss', use_sigmoid=False, class_weight=weights)
+    cfg = _m2f_config(M2F_COCO_TOY, **edit)
+    with pytest.raises(DatasetCheckError) as info:
+        check_dataset_and_heads(cfg, ('train_dataloader', 'val_dataloader'))
+    message = str(info.value)
+    assert f'model.{head}.num_things_classes is {things}' in message
+    assert 'train_dataloader.dataset has 3 classes (circle, square, triangle; 3 thing and 0 stuff classes)' in message
+    assert f'--cfg-options model.{head}.num_things_classes=3' in message
+
+
+def test_mask2former_stuff_classes_on_an_instance_dataset_are_refused():
+    cfg = _m2f_config(M2F_COCO_TOY, panoptic_head=dict(num_things_classes=2, num_stuff_classes=1, loss_cls=dict(
+        type='mmdet.CrossEntropyLoss', use_sigmoid=False, class_weight=[1.0] * 3 + [0.1])))
+    with pytest.raises(DatasetCheckError, match=r'num_stuff_classes is 1.*0 stuff classes.*num_stuff_classes=0'):
+        check_dataset_and_heads(cfg, ('train_dataloader',))
+
+
+@pytest.mark.parametrize('config, head, named', [
+    (M2F_COCO_TOY, 'panoptic_head', '3 + 0 classes (num_things_classes + num_stuff_classes)'),
+    (M2F_ADE_TOY, 'decode_head', '5 classes (num_classes)'),
+])
+def test_a_class_weight_of_the_wrong_length_is_refused(config, head, named):
+    cfg = _m2f_config(config)
+    cfg.model[head].loss_cls.class_weight = cfg.model[head].loss_cls.class_weight[:-2]
+    length = len(cfg.model[head].loss_cls.class_weight)
+    with pytest.raises(DatasetCheckError) as info:
+        check_dataset_and_heads(cfg, ('train_dataloader',))
+    assert str(info.value).startswith(f'model.{head}.loss_cls.class_weight has {length} entries, but the head has '
+                                      f'{named}: it needs {length + 2}')
+
+
+@pytest.mark.parametrize('config', [M2F_COCO_TOY, M2F_ADE_TOY])
+def test_the_mask2former_toys_pass(config, toy_dir, monkeypatch):
+    monkeypatch.chdir(toy_dir)
+    check_dataset_and_heads(_m2f_config(config), ('train_dataloader', 'val_dataloader'))
+
+
+def test_mmseg_mask2former_num_classes_is_checked():
+    cfg = _m2f_config(M2F_ADE_TOY, decode_head=dict(num_classes=4))
+    cfg.model.decode_head.loss_cls.class_weight = [1.0] * 4 + [0.1]
+    with pytest.raises(DatasetCheckError, match=r'model.decode_head.num_classes is 4, but train_dataloader.dataset '
+                                                r'has 5 classes'):
+        check_dataset_and_heads(cfg, ('train_dataloader',))
 
 
 def test_the_test_tool_checks_the_segmentation_head(toy_dir, tmp_path, monkeypatch, load_tool):

@@ -1,7 +1,12 @@
 """What MMDetection / MMSegmentation let through silently, checked before a run starts.
 
-* A head whose ``num_classes`` is not the dataset's class count. With fewer, mmdet trains the
-  extra classes as background; with more, outputs no annotation ever teaches. Refused.
+* A head whose ``num_classes`` is not the dataset's class count (Mask2Former's and MaskFormer's
+  ``num_things_classes`` / ``num_stuff_classes`` against the dataset's thing and stuff classes).
+  With fewer, mmdet trains the extra classes as background (Mask2Former: as "no object"); with
+  more, outputs no annotation ever teaches, or an ``IndexError`` deep in a loss or a metric.
+  Refused.
+* A softmax classifier's ``loss_cls.class_weight`` whose length is not the head's classes plus
+  one (the background / "no object" weight last). Refused.
 * COCO-style annotations mmdet's ``CocoDataset`` drops while parsing: boxes under one pixel wide
   or high, of zero area or outside their image ("degenerate"), and annotations whose
   ``category_id`` names none of the dataset's classes. Dropped training boxes train nothing
@@ -19,6 +24,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 # Heads that predict one output per class, by their key under ``model`` (mmdet and mmseg).
 CLASS_HEADS = ('bbox_head', 'roi_head.bbox_head', 'roi_head.mask_head', 'decode_head', 'auxiliary_head')
+# mmdet's Mask2Former / MaskFormer heads count thing and stuff classes apart.
+PANOPTIC_HEADS = ('panoptic_head', 'panoptic_fusion_head')
 
 
 class DatasetCheckError(ValueError):
@@ -38,54 +45,115 @@ def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
     return found
 
 
+def _meta(dataset: dict, registry: Any, name: str) -> Optional[Tuple[str, ...]]:
+    """A dataset config's ``metainfo[name]``, else its type's ``METAINFO[name]``; None when neither has it."""
+    values = (dataset.get('metainfo') or {}).get(name)
+    if values is None:
+        kind = dataset.get('type')
+        cls = registry.get(kind) if isinstance(kind, str) else kind
+        values = (getattr(cls, 'METAINFO', None) or {}).get(name)
+    return tuple(values) if values is not None else None
+
+
 def dataset_classes(dataset: dict, registry: Any) -> Optional[Tuple[str, ...]]:
     """The class names a dataset config trains on: its ``metainfo.classes``, else its type's
     ``METAINFO['classes']``; None when neither says."""
-    classes = (dataset.get('metainfo') or {}).get('classes')
-    if not classes:
-        kind = dataset.get('type')
-        cls = registry.get(kind) if isinstance(kind, str) else kind
-        classes = (getattr(cls, 'METAINFO', None) or {}).get('classes')
-    return tuple(classes) if classes else None
+    return _meta(dataset, registry, 'classes') or None
 
 
-def class_heads(model: dict) -> Iterator[Tuple[str, int]]:
-    """('model.<key>', num_classes) of every per-class head in a model config (cascade stages and
-    lists of auxiliary heads by index)."""
-    for key in CLASS_HEADS:
-        node: Any = model
-        for part in key.split('.'):
-            node = node.get(part) if isinstance(node, dict) else None
+def _node(model: dict, key: str) -> Any:
+    node: Any = model
+    for part in key.split('.'):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _heads(model: dict) -> Iterator[Tuple[str, dict]]:
+    """('model.<key>', head dict) of every per-class head (cascade stages and lists by index)."""
+    for key in (*CLASS_HEADS, *PANOPTIC_HEADS):
+        node = _node(model, key)
         heads = list(enumerate(node)) if isinstance(node, (list, tuple)) else [(None, node)]
         for index, head in heads:
-            if isinstance(head, dict) and isinstance(head.get('num_classes'), int):
-                yield f'model.{key}' + ('' if index is None else f'.{index}'), head['num_classes']
+            if isinstance(head, dict):
+                yield f'model.{key}' + ('' if index is None else f'.{index}'), head
+
+
+def class_settings(model: dict) -> Iterator[Tuple[str, str, int]]:
+    """(setting, which of the dataset's classes it counts: 'classes' | 'thing_classes' |
+    'stuff_classes', its value) of every per-class head in a model config."""
+    for where, head in _heads(model):
+        if isinstance(head.get('num_classes'), int):
+            yield f'{where}.num_classes', 'classes', head['num_classes']
+        things, stuff = head.get('num_things_classes'), head.get('num_stuff_classes')
+        if isinstance(things, int) and isinstance(stuff, int):
+            yield f'{where}.num_things_classes', 'thing_classes', things
+            yield f'{where}.num_stuff_classes', 'stuff_classes', stuff
+
+
+def expected_counts(dataset: dict, registry: Any) -> Optional[Dict[str, int]]:
+    """The dataset's class counts by kind ('classes', 'thing_classes', 'stuff_classes'): an instance
+    dataset's classes are all things; None when the dataset does not say its classes."""
+    classes = dataset_classes(dataset, registry)
+    if classes is None:
+        return None
+    things = _meta(dataset, registry, 'thing_classes')
+    stuff = _meta(dataset, registry, 'stuff_classes')
+    if things is None or stuff is None:
+        things, stuff = classes, ()
+    return {'classes': len(classes), 'thing_classes': len(things), 'stuff_classes': len(stuff)}
 
 
 def check_head_classes(cfg: Any, loaders: Sequence[str], registry: Any) -> None:
-    """Raises :class:`DatasetCheckError` when a head's ``num_classes`` differs from the class count
-    of a dataset of ``loaders``, naming both numbers, the classes and the settings to change."""
-    heads = list(class_heads(cfg.get('model') or {}))
+    """Raises :class:`DatasetCheckError` when a head's ``num_classes`` (or Mask2Former's thing and
+    stuff counts) differs from the class count of a dataset of ``loaders``, naming both numbers,
+    the classes and the settings to change."""
+    settings = list(class_settings(cfg.get('model') or {}))
     for loader in loaders:
         for key, dataset in _datasets((cfg.get(loader) or {}).get('dataset'), f'{loader}.dataset'):
-            classes = dataset_classes(dataset, registry)
-            if classes is None:
+            counts = expected_counts(dataset, registry)
+            if counts is None:
                 continue
-            wrong = [(head, n) for head, n in heads if n != len(classes)]
+            wrong = [(setting, kind, n) for setting, kind, n in settings if n != counts[kind]]
             if not wrong:
                 continue
+            classes = dataset_classes(dataset, registry) or ()
             names = ', '.join(classes[:6]) + (', ...' if len(classes) > 6 else '')
-            lines = '; '.join(f'{head}.num_classes is {n}' for head, n in wrong)
-            fewer = any(n < len(classes) for _, n in wrong)
+            lines = '; '.join(f'{setting} is {n}' for setting, _, n in wrong)
+            split = ('' if all(kind == 'classes' for _, kind, _ in wrong) else
+                     f'; {counts["thing_classes"]} thing and {counts["stuff_classes"]} stuff classes')
+            fewer = any(n < counts[kind] for _, kind, n in wrong)
             consequence = ('the classes beyond it would be trained as background' if fewer else
                            'the outputs beyond its classes would never be trained')
             raise DatasetCheckError(
-                f'{lines}, but {key} has {len(classes)} classes ({names}): {consequence}. Set num_classes='
-                f'{len(classes)} on every head ('
-                + ' '.join(f'--cfg-options {head}.num_classes={len(classes)}' for head, _ in wrong[:2])
+                f'{lines}, but {key} has {len(classes)} classes ({names}{split}): {consequence}. Set them to the '
+                f"dataset's counts on every head ("
+                + ' '.join(f'--cfg-options {setting}={counts[kind]}' for setting, kind, _ in wrong[:2])
                 + (' ...' if len(wrong) > 2 else '')
                 + f'), or give the dataset the classes the head has ({key}.metainfo=dict(classes=(...)), the '
                   f'same for the other dataloaders).')
+
+
+def check_class_weights(model: dict) -> None:
+    """Raises :class:`DatasetCheckError` when a softmax classifier's ``loss_cls.class_weight`` is not
+    one weight per class plus the background / "no object" weight (Mask2Former, the R-CNN heads)."""
+    for where, head in _heads(model):
+        loss = head.get('loss_cls')
+        weights = loss.get('class_weight') if isinstance(loss, dict) else None
+        if not isinstance(weights, (list, tuple)) or loss.get('use_sigmoid', False):
+            continue
+        if isinstance(head.get('num_things_classes'), int) and isinstance(head.get('num_stuff_classes'), int):
+            classes, named = head['num_things_classes'] + head['num_stuff_classes'], (
+                f'{head["num_things_classes"]} + {head["num_stuff_classes"]} classes (num_things_classes + '
+                'num_stuff_classes)')
+        elif isinstance(head.get('num_classes'), int):
+            classes, named = head['num_classes'], f'{head["num_classes"]} classes (num_classes)'
+        else:
+            continue
+        if len(weights) != classes + 1:
+            raise DatasetCheckError(
+                f'{where}.loss_cls.class_weight has {len(weights)} entries, but the head has {named}: it needs '
+                f'{classes + 1}, one per class and the background / "no object" weight last, e.g. '
+                f'class_weight=[1.0] * {classes} + [0.1].')
 
 
 def annotation_counts(ann_file: str, classes: Sequence[str]) -> Dict[str, int]:
@@ -161,5 +229,6 @@ def check_dataset_and_heads(cfg: Any, loaders: Sequence[str]) -> None:
     import importlib
     scope = cfg.get('default_scope') or 'mmdet'
     registry = importlib.import_module(f'{scope}.registry').DATASETS
+    check_class_weights(cfg.get('model') or {})
     check_head_classes(cfg, loaders, registry)
     check_annotations(cfg, loaders, registry)
