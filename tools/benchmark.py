@@ -27,6 +27,7 @@ from typing import Any, Dict, Optional, Sequence
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import jobs, report, zoo
 from inline_dense.analysis.jobs import parse_hw
+from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,6 +84,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         problem = zoo.check_entries(args.models, args.config)
         if problem:
             p.error(problem)
+    for flag in ('out', 'plot'):  # refused before hours of measuring, not after (checkpoint.atomic's rule)
+        if getattr(args, flag):
+            try:
+                output_target(getattr(args, flag))
+            except OutputPathError as exc:
+                p.error(f'--{flag}: {exc}')
     return args
 
 
@@ -167,9 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, 'w') as f:
-        json.dump(payload, f, indent=1)
+    write_output(out, json.dumps(payload, indent=1))
     print(f'\nwrote {out}')
     if not args.layer and not args.compile and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'

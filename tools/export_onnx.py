@@ -70,6 +70,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error('--export-shape needs a batch of at least 2: torch.export treats a batch of 1 as a constant')
     if args.export_shape in args.check_shapes:
         p.error('--check-shapes must differ from --export-shape: the check is about the other sizes')
+    try:  # a directory, device or FIFO is refused now, not after the export; a symlink is written through
+        atomic.output_target(args.out)
+    except atomic.OutputPathError as exc:
+        p.error(f'--out: {exc}')
     return args
 
 
@@ -83,12 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
     what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if os.path.isdir(args.out):
-        print(f'[export] FAILED: --out {args.out} is a directory; give a file name, e.g. {args.out}/model.onnx',
-              file=sys.stderr)
-        return 2
-    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(atomic.output_target(args.out))), exist_ok=True)
     # Written to a temporary file next to --out, moved there only once the check passes: an
     # existing --out is never replaced by a failed export, and a failed one is not left behind.
     tmp = atomic.temporary_path(args.out)
