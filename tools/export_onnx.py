@@ -84,7 +84,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from inline_dense.deploy import deployable
     if args.threads:
         torch.set_num_threads(args.threads)
-    module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
+    from inline_dense.openmmlab.config_model import UnsupportedConfigModel
+    try:  # a head that cannot run on an image batch is refused here, before any export is tried
+        module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
+    except UnsupportedConfigModel as exc:
+        print(f'[export] FAILED: {exc}', file=sys.stderr)
+        return 2
     what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
     os.makedirs(os.path.dirname(os.path.abspath(atomic.output_target(args.out))), exist_ok=True)

@@ -70,4 +70,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    from inline_dense.openmmlab.config_model import UnsupportedConfigModel
+    try:
+        main()
+    except UnsupportedConfigModel as exc:  # one line, no traceback
+        raise SystemExit(f'error: {exc}') from None
