@@ -27,6 +27,7 @@ from typing import Any, Dict, Optional, Sequence
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import jobs, report, zoo
 from inline_dense.analysis.jobs import parse_hw
+from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,7 +84,35 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         problem = zoo.check_entries(args.models, args.config)
         if problem:
             p.error(problem)
+    if not args.replot:
+        problem = device_problem(args.device)
+        if problem:
+            p.error(problem)
+    for flag in ('out', 'plot'):  # refused before hours of measuring, not after (checkpoint.atomic's rule)
+        if getattr(args, flag):
+            try:
+                output_target(getattr(args, flag))
+            except OutputPathError as exc:
+                p.error(f'--{flag}: {exc}')
     return args
+
+
+def device_problem(device: str) -> Optional[str]:
+    """Why ``--device`` cannot be measured on here, or None."""
+    import torch
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        return f"--device {device!r} is not a device; give 'cpu', 'cuda' or 'cuda:N'"
+    if dev.type == 'cuda':
+        if not torch.cuda.is_available():
+            return (f'--device {device}: torch {torch.__version__} sees no CUDA GPU here, so nothing could be '
+                    f'measured; use --device cpu, or run on a machine with a GPU')
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            return f'--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0'
+    elif dev.type != 'cpu':
+        return f"--device {device}: the benchmark measures 'cpu' or 'cuda' only"
+    return None
 
 
 def default_out(kind: str, device: str) -> str:
@@ -151,7 +180,8 @@ def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
     plot(rows, png, report.plot_title(payload))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the tool; the exit status: 0, or 1 when every row of the table is a failure."""
     args = parse_args(argv)
     if args.replot:
         with open(args.replot) as f:
@@ -161,21 +191,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         png = args.plot or os.path.splitext(args.replot)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'\nwrote {png}')
-        return
+        return 0
     if args.compile:
         payload = run_compile(args)
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, 'w') as f:
-        json.dump(payload, f, indent=1)
+    write_output(out, json.dumps(payload, indent=1))
     print(f'\nwrote {out}')
     if not args.layer and not args.compile and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')
+    failed = [r for r in payload['results'] if r.get('error')]
+    if len(failed) == len(payload['results']):  # nothing measured: say why, exit non-zero
+        why = f'every job failed (first: {failed[0]["error"]})' if failed else 'no job was left to run (--skip?)'
+        print(f'[benchmark] FAILED: nothing was measured: {why}', file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

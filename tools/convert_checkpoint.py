@@ -18,7 +18,7 @@ from typing import List, Optional
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from inline_dense import registry  # noqa: E402
-from inline_dense.checkpoint import CheckpointError  # noqa: E402
+from inline_dense.checkpoint import CheckpointError, DownloadError  # noqa: E402
 from inline_dense.models.convert import convert_file  # noqa: E402
 
 try:  # this project's training checkpoints (mmengine Runner files) hold mmengine's HistoryBuffer, pickled with
@@ -53,5 +53,5 @@ def main(argv: Optional[List[str]] = None) -> None:
 if __name__ == '__main__':
     try:
         main()
-    except (CheckpointError, FileNotFoundError) as exc:  # one line, no traceback
+    except (CheckpointError, DownloadError, FileNotFoundError) as exc:  # one line, no traceback
         sys.exit(f'error: {exc}')

@@ -10,12 +10,12 @@ images to WORK_DIR/predictions.png. The checkpoint is WORK_DIR/iter_<N>.pth; eva
 """
 import argparse
 import logging
-import os
 import os.path as osp
 import time
-from typing import List
+from typing import List, Optional
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
+from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 from inline_dense.openmmlab.engine.launch import REPO_ROOT, build_runner, load_config, setup_codebase
 
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
@@ -28,7 +28,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--work-dir', default='work_dirs/demo_toy', help='logs, checkpoint and picture')
     parser.add_argument('--max-iters', type=int, help="training iterations (default: the config's)")
     parser.add_argument('--num-pictures', type=int, default=4, help='val images drawn in the picture')
-    parser.add_argument('--score-thr', type=float, default=0.5, help='predictions drawn above this score')
+    parser.add_argument('--score-thr', type=float, default=None,
+                        help="draw the predictions above this score (default: each image's top N, N = its "
+                             "number of ground-truth objects, whatever the head's score scale: DINO's scores "
+                             "after a short run are mostly below 0.5, Mask R-CNN's above)")
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--threads', type=int, default=1,
                         help='torch CPU threads (1: the toy tensors are small, and several threads that '
@@ -64,8 +67,22 @@ def upscale_sample(sample, factor: int):
     return sample
 
 
-def draw_predictions(runner, out_file: str, num: int, score_thr: float, factor: int = 3) -> None:
+def picture_predictions(sample, score_thr: Optional[float]):
+    """The sample with only the predictions the picture draws: those scoring above ``score_thr``, or
+    (None) the top N by score, N = the image's number of ground-truth objects, as AP ranks them."""
+    pred = sample.pred_instances
+    if score_thr is not None:
+        keep = pred.scores > score_thr
+    else:
+        keep = pred.scores.argsort(descending=True)[:len(sample.gt_instances)]
+    sample = sample.clone()
+    sample.pred_instances = pred[keep]
+    return sample
+
+
+def draw_predictions(runner, out_file: str, num: int, score_thr: Optional[float], factor: int = 3) -> None:
     """Runs the trained model on the first ``num`` test images and writes rows of GT | prediction."""
+    import cv2
     import mmcv
     import numpy as np
     import torch
@@ -82,11 +99,12 @@ def draw_predictions(runner, out_file: str, num: int, score_thr: float, factor: 
             for sample in model.test_step(batch):
                 image = mmcv.imread(sample.img_path, channel_order='rgb')
                 image = mmcv.imrescale(image, factor, interpolation='nearest')
-                visualizer.add_datasample(osp.basename(sample.img_path), image, upscale_sample(sample, factor),
-                                          draw_gt=True, draw_pred=True, pred_score_thr=score_thr, show=False)
+                shown = upscale_sample(picture_predictions(sample, score_thr), factor)
+                visualizer.add_datasample(osp.basename(sample.img_path), image, shown, draw_gt=True, draw_pred=True,
+                                          pred_score_thr=float('-inf'), show=False)
                 rows.append(visualizer.get_image())
-    os.makedirs(osp.dirname(osp.abspath(out_file)), exist_ok=True)
-    mmcv.imwrite(np.concatenate(rows, 0)[:, :, ::-1], out_file)
+    _, png = cv2.imencode('.png', np.ascontiguousarray(np.concatenate(rows, 0)[:, :, ::-1]))  # RGB -> BGR
+    write_output(out_file, png.tobytes())
 
 
 def fit_schedule(cfg, max_iters: int) -> None:
@@ -113,6 +131,8 @@ def main(argv=None) -> dict:
     max_iters = args.max_iters or cfg.train_cfg.max_iters
     fit_schedule(cfg, max_iters)
     cfg.work_dir = args.work_dir
+    picture = osp.join(args.work_dir, 'predictions.png')
+    output_target(picture)  # a directory, device or FIFO there is refused now, not after training
     cfg.randomness = dict(seed=args.seed)
 
     from inline_dense.toy_data import make_toy_coco
@@ -134,7 +154,6 @@ def main(argv=None) -> dict:
     t1 = time.time()
     metrics = runner.test()
     t_eval = time.time() - t1
-    picture = osp.join(args.work_dir, 'predictions.png')
     draw_predictions(runner, picture, args.num_pictures, args.score_thr)
 
     print('\n[demo] ===== results on the toy COCO val set (pycocotools) =====')
@@ -146,9 +165,14 @@ def main(argv=None) -> dict:
     print(f'[demo] train {t_train:.0f} s, eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
           f'(torch threads: {torch.get_num_threads()})')
     print(f'[demo] checkpoint: {osp.join(args.work_dir, f"iter_{max_iters}.pth")}')
-    print(f'[demo] picture (left ground truth, right predictions with score > {args.score_thr}): {picture}')
+    shown = (f'score > {args.score_thr}' if args.score_thr is not None
+             else "each image's top N by score, N = its number of objects")
+    print(f'[demo] picture (left ground truth, right predictions: {shown}): {picture}')
     return metrics
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except OutputPathError as exc:  # one line, no traceback
+        raise SystemExit(f'error: {exc}') from None

@@ -10,8 +10,10 @@ Examples (see README, Deploy)::
 
 Without a checkpoint the weights are random (the export and the check still mean something).
 The input is the normalised image: the data preprocessor's mean/std is not in the graph.
-The check runs three sizes not used at export and exits non-zero when onnxruntime differs
-from PyTorch by more than --tolerance (relative to the largest output value); it then checks the
+The check runs three sizes not used at export (by default: inside the sizes the exported graph
+holds for, which the log prints; given --check-shapes outside them are refused) and exits non-zero
+when onnxruntime differs from PyTorch by more than --tolerance (relative to the largest output
+value) or fails to run; it then checks the
 backbone alone to say whether the fault is in the backbone (another --attn-impl may help) or after
 it. The file is written to a temporary name next to --out and moved to --out only when the check
 passes: a failed export never replaces an existing --out.
@@ -52,8 +54,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                    help="evaluation of the InLine layers (default: the config's, 'auto')")
     p.add_argument('--export-shape', type=parse_shape, default=onnx_export.EXPORT_SHAPE,
                    help='BxCxHxW of the example input (batch >= 2: dynamo fixes a batch of 1)')
-    p.add_argument('--check-shapes', type=parse_shape, nargs='+', default=list(onnx_export.CHECK_SHAPES),
-                   help='BxCxHxW sizes checked with onnxruntime')
+    p.add_argument('--check-shapes', type=parse_shape, nargs='+', default=None,
+                   help='BxCxHxW sizes checked with onnxruntime (default: '
+                        f'{" ".join("x".join(map(str, s)) for s in onnx_export.CHECK_SHAPES)}, moved inside the '
+                        'sizes the exported graph holds for)')
     p.add_argument('--tolerance', type=float, default=onnx_export.TOLERANCE,
                    help='largest relative error accepted (max |ort - torch| / max |torch|)')
     p.add_argument('--runs', type=int, default=3, help='timed runs per size (median reported)')
@@ -68,8 +72,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         p.error(f'checkpoint {args.checkpoint!r} not found')
     if args.export_shape[0] < 2:
         p.error('--export-shape needs a batch of at least 2: torch.export treats a batch of 1 as a constant')
-    if args.export_shape in args.check_shapes:
+    if args.check_shapes and args.export_shape in args.check_shapes:
         p.error('--check-shapes must differ from --export-shape: the check is about the other sizes')
+    try:  # a directory, device or FIFO is refused now, not after the export; a symlink is written through
+        atomic.output_target(args.out)
+    except atomic.OutputPathError as exc:
+        p.error(f'--out: {exc}')
     return args
 
 
@@ -80,15 +88,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from inline_dense.deploy import deployable
     if args.threads:
         torch.set_num_threads(args.threads)
-    module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
+    from inline_dense.openmmlab.config_model import UnsupportedConfigModel
+    try:  # a head that cannot run on an image batch is refused here, before any export is tried
+        module, task, outputs = deployable(args.config, args.checkpoint, args.attn_impl, args.cfg_options)
+    except UnsupportedConfigModel as exc:
+        print(f'[export] FAILED: {exc}', file=sys.stderr)
+        return 2
     what = 'segmentor: image -> logits' if task == 'segmentation' else 'detector backbone + neck: image -> features'
     print(f'[export] {os.path.basename(args.config)} ({what}; weights: {args.checkpoint or "random"})')
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if os.path.isdir(args.out):
-        print(f'[export] FAILED: --out {args.out} is a directory; give a file name, e.g. {args.out}/model.onnx',
-              file=sys.stderr)
-        return 2
-    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(atomic.output_target(args.out))), exist_ok=True)
     # Written to a temporary file next to --out, moved there only once the check passes: an
     # existing --out is never replaced by a failed export, and a failed one is not left behind.
     tmp = atomic.temporary_path(args.out)
@@ -101,17 +109,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _export_and_check(args: argparse.Namespace, module, outputs, tmp: str) -> int:
     t0 = time.perf_counter()
+    outputs = onnx_export.output_names(module, outputs, args.export_shape)  # a neck may add levels
     used, ranges = onnx_export.export_with_fallback(module, tmp, outputs, args.export_shape, args.opset)
     print(f'[export] exported ({os.path.getsize(tmp) / 2 ** 20:.1f} MiB) in '
           f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
           f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
     print('[export] valid input sizes: ' + ', '.join(
         f'{axis} {max(low, 1)}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
-    small = [s for s in args.check_shapes if any(s[d] < ranges[a][0] for a, d in (('height', 2), ('width', 3)))]
-    if small:
-        print(f'[export] note: check sizes {small} are below the valid range; expect them to fail', file=sys.stderr)
+    if args.check_shapes is None:  # the defaults, moved inside what the graph holds for
+        check_shapes = onnx_export.fit_check_shapes(onnx_export.CHECK_SHAPES, ranges, args.export_shape)
+    else:
+        check_shapes = args.check_shapes
+        outside = onnx_export.outside_ranges(check_shapes, ranges)
+        if outside:
+            print(f'[export] FAILED: --check-shapes {" ".join("x".join(map(str, s)) for s in outside)} lie outside '
+                  f'the valid input sizes above; check inside them, or export from a larger --export-shape '
+                  f'(the graph keeps the branches its example takes). {args.out} not written.', file=sys.stderr)
+            return 2
+    if not check_shapes:
+        print(f'[export] FAILED: the graph holds for the export size only; nothing else can be checked. Export '
+              f'from another --export-shape. {args.out} not written.', file=sys.stderr)
+        return 2
     try:
-        rows = onnx_export.check_onnx(tmp, module, args.check_shapes, args.tolerance, args.runs, args.threads)
+        rows = onnx_export.check_onnx(tmp, module, check_shapes, args.tolerance, args.runs, args.threads)
     except onnx_export.OnnxMismatchError as err:
         with tempfile.TemporaryDirectory() as work:
             advice = onnx_export.mismatch_advice(module, err.shape, args.tolerance, work, args.opset,

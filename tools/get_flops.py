@@ -10,12 +10,12 @@ attention is counted for its textbook algorithm unless ``--executed`` is given.
 """
 import argparse
 import json
-import os
 from typing import Any, Dict, List, Optional, Sequence
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import zoo
 from inline_dense.analysis.jobs import parse_hw
+from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -34,6 +34,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     problem = zoo.check_entries(args.models, args.config)
     if problem:
         p.error(problem)
+    if args.json:
+        try:  # checkpoint.atomic's rule: a directory, device or FIFO refused; a symlink written through
+            output_target(args.json)
+        except OutputPathError as exc:
+            p.error(f'--json: {exc}')
     return args
 
 
@@ -60,11 +65,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     print('\nGFLOPs = 1e9 multiply-accumulates (the papers\' convention); "attention" = inside attention '
           'modules, projections included.')
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, 'w') as f:
-            json.dump(dict(executed=args.executed, results=rows), f, indent=1)
+        write_output(args.json, json.dumps(dict(executed=args.executed, results=rows), indent=1))
         print(f'wrote {args.json}')
 
 
 if __name__ == '__main__':
-    main()
+    from inline_dense.openmmlab.config_model import UnsupportedConfigModel
+    try:
+        main()
+    except UnsupportedConfigModel as exc:  # one line, no traceback
+        raise SystemExit(f'error: {exc}') from None

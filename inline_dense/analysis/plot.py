@@ -1,7 +1,9 @@
 """The sweep's log-log figure: latency and peak memory against input pixels."""
+import io
 import math
-import os
 from typing import Any, Dict, List
+
+from ..checkpoint.atomic import write_output
 
 
 def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
@@ -40,14 +42,18 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
             ax.set_title(f'{mode}: {label.split(" (")[0]}')
     fig.suptitle(title + '\n(solid: InLine, dashed: softmax; dotted: growth proportional to pixels)', fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=72)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', dpi=72)
     plt.close(fig)
     try:  # a 64-colour palette keeps the PNG small enough to commit
         from PIL import Image
-        Image.open(path).convert('RGB').quantize(colors=64).save(path, optimize=True)
+        buffer.seek(0)
+        small = io.BytesIO()
+        Image.open(buffer).convert('RGB').quantize(colors=64).save(small, format='png', optimize=True)
+        buffer = small
     except ImportError:
         pass
+    write_output(path, buffer.getvalue())
 
 
 def _log_axes(ax: Any, sizes: List[Any], label: str) -> None:

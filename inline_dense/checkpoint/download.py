@@ -11,9 +11,11 @@ what else must hold (a complete archive, a record) is the cache's (``checkpoint.
 """
 import contextlib
 import hashlib
+import http.client
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional
@@ -49,6 +51,16 @@ def _looks_like_checkpoint(head: bytes) -> bool:
     return head[:4] == b'PK\x03\x04' or head[:1] == b'\x80'
 
 
+# what a URL may hold as it is (RFC 3986 reserved and unreserved characters, and '%' of an escape
+# already made); anything else (a space, a non-ASCII letter, a control character) is percent-encoded
+URL_SAFE = ":/?#[]@!$&'()*+,;=-._~%"
+
+
+def quote_url(url: str) -> str:
+    """``url`` as a browser sends it: a raw space or non-ASCII letter percent-encoded, the rest kept."""
+    return urllib.parse.quote(url, safe=URL_SAFE)
+
+
 def transfer(url: str, out: BinaryIO, manual_hint: str, dest: Path) -> Dict[str, Any]:
     """Streams the body of ``url`` into ``out``; returns its record: url, final_url, sha256, size,
     downloaded_at.
@@ -61,12 +73,12 @@ def transfer(url: str, out: BinaryIO, manual_hint: str, dest: Path) -> Dict[str,
     def fail(reason: str) -> DownloadError:
         return DownloadError(f'could not download {url}: {reason}. {manual_hint}')
 
-    request = urllib.request.Request(url, headers={'User-Agent': 'inline_dense (python urllib)'})
+    request = urllib.request.Request(quote_url(url), headers={'User-Agent': 'inline_dense (python urllib)'})
     try:
         response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
     except urllib.error.HTTPError as exc:
         raise fail(f'the server answered HTTP {exc.code} {exc.reason}') from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         reason = getattr(exc, 'reason', exc)
         raise fail(f'no connection ({reason}): offline, or the host is blocked') from exc
     with response:

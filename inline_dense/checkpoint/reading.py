@@ -39,6 +39,10 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
     missing-file message suggests (the backbone's family); ``advice``: the caller's terms for it.
     """
     path = os.path.expanduser(str(path))
+    if os.path.isdir(path):
+        inside = sorted(name for name in os.listdir(path) if name.endswith(('.pth', '.pt', '.safetensors', '.bin')))
+        which = f'in it (e.g. {os.path.join(path, inside[0])})' if inside else '(.pth or .safetensors)'
+        raise CheckpointError(f'checkpoint {path!r} is a directory, not a file; pass a checkpoint file {which}.')
     if not os.path.isfile(path):
         ending = advice.ending(f'use a short name ({advice.short_name.format(name=example)}, downloaded on first use), '
                                f'save the authors\' ImageNet checkpoint there (table in checkpoints/README.md)'

@@ -5,8 +5,9 @@ and renames it into place (``atomic.atomic_writer``): an existing file is replac
 complete new one. A full disk is reported as such: torch's zip writer turns the ``ENOSPC`` of the
 underlying write into ``RuntimeError: [enforce fail at inline_container.cc:...] unexpected pos``,
 so the writes are watched and the disk's own error is raised instead.
-``check_output_path`` refuses, before anything is read or written, a destination that is a
-directory, lies in a missing directory, is the source file itself (through any path or link), or
+``check_output_path`` refuses, before anything is read or written, a destination that is not a
+regular file (``atomic.output_target``: a directory, a device, a FIFO), lies in a missing directory,
+is the source file itself (through any path or link), or
 ends in ``.safetensors`` where the ``safetensors`` package is not installed.
 ``save_converted`` writes the converter's output: a ``.safetensors`` file (tensors, and the meta
 as JSON strings in its header) for that extension, else ``torch.save``'s format; atomically both.
@@ -18,15 +19,11 @@ from typing import IO, Any, Dict, Mapping, Optional, cast
 
 import torch
 
-from .atomic import PathLike, atomic_writer
+from .atomic import OutputPathError, PathLike, atomic_writer, output_target
 from .errors import CheckpointError
 
 # errno values meaning "the file system has no room for the data" (EDQUOT: a quota, where defined)
 NO_SPACE = tuple({errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)})
-
-
-class OutputPathError(CheckpointError):
-    """A checkpoint destination that cannot or must not be written."""
 
 
 class DiskFullError(CheckpointError):
@@ -51,7 +48,8 @@ def _safetensors_save():
 
 
 def check_output_path(dst: PathLike, src: Optional[PathLike] = None) -> None:
-    """Raises :class:`OutputPathError` when ``dst`` is a directory, its directory does not exist,
+    """Raises :class:`OutputPathError` when ``dst`` exists and is not a regular file (a symlink is
+    judged by its target), its directory does not exist,
     it is the same file as ``src`` (compared by real path and by inode: another spelling, a
     symlink and a hard link are all caught), or it ends in ``.safetensors`` and the safetensors
     package is missing."""
@@ -59,10 +57,8 @@ def check_output_path(dst: PathLike, src: Optional[PathLike] = None) -> None:
     if wants_safetensors(dst) and _safetensors_save() is None:
         raise OutputPathError(f'the output {dst} is a .safetensors file, which needs the safetensors package '
                               f'(pip install safetensors); install it, or name the output .pth.')
-    if os.path.isdir(dst):
-        raise OutputPathError(f'the output {dst} is a directory; name a file in it, e.g. '
-                              f'{os.path.join(dst, "backbone.pth")}.')
-    parent = os.path.dirname(os.path.abspath(dst))
+    target = output_target(dst)  # a directory, device or FIFO is refused; a symlink is written through
+    parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
         raise OutputPathError(f'the output {dst} is in {parent}, which does not exist; create it first '
                               f'(mkdir -p {parent}) or write elsewhere.')

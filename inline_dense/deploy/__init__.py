@@ -10,7 +10,10 @@ from .onnx_export import (
                           check_onnx,
                           export_onnx,
                           export_with_fallback,
+                          fit_check_shapes,
                           format_rows,
+                          output_names,
+                          outside_ranges,
 )
 from .wrappers import (
                           AdaptiveAvgPool2dByMatmul,
@@ -22,6 +25,7 @@ from .wrappers import (
 )
 
 __all__ = ['deployable', 'load_full_checkpoint', 'CHECK_SHAPES', 'EXPORT_SHAPE', 'TOLERANCE', 'CheckRow',
-           'OnnxMismatchError', 'check_onnx', 'export_onnx', 'export_with_fallback', 'format_rows',
+           'OnnxMismatchError', 'check_onnx', 'export_onnx', 'export_with_fallback', 'fit_check_shapes',
+           'format_rows', 'output_names', 'outside_ranges',
            'AdaptiveAvgPool2dByMatmul', 'DetectorFeatures', 'SegmentorLogits', 'UpsampleByInteger',
            'replace_adaptive_pooling', 'replace_float_upsampling']

@@ -8,6 +8,7 @@ layers' own ``attn_impl`` first and, should it fail to export, the other evaluat
 :func:`mismatch_advice` says whether a failed check comes from the backbone or after it.
 """
 import os
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -124,6 +125,52 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
                        f'last error: {type(first).__name__}: {first}') from first
 
 
+def output_names(module: nn.Module, names: Sequence[str], example_shape: Shape = EXPORT_SHAPE) -> List[str]:
+    """One name per tensor ``module`` returns for an input of ``example_shape`` (run once, eagerly):
+    ``names`` when they match, else ``names[0]``'s stem numbered (a neck may add levels that its
+    config does not count, as mmdet's ``ChannelMapper`` does: DINO returns 4 maps from 2 inputs)."""
+    with torch.no_grad():
+        count = len(list(tensors_in(module.eval()(torch.zeros(*example_shape)))))
+    if count == len(names):
+        return list(names)
+    stem = re.sub(r'\d+$', '', names[0]) if names else 'out'
+    return [f'{stem}{i}' for i in range(count)]
+
+
+def _bounds(ranges: InputRanges, axis: str) -> Tuple[int, Optional[int]]:
+    """An axis's range; a lower bound of 2 is read as 1: torch.export's symbolic sizes start at 2 (it
+    specialises 0 and 1), which says nothing about size 1."""
+    low, high = ranges[axis]
+    return (1 if low <= 2 else low), high
+
+
+def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape: Shape) -> List[Shape]:
+    """``shapes`` moved inside the sizes the exported graph holds for (``ranges``, from
+    :func:`input_ranges`): each axis clamped to its range, then stepped down (7 rows, 5 columns at a
+    time) while it repeats an earlier size or the export size; a size that cannot be made new is left out."""
+    def inside(value: int, axis: str) -> int:
+        low, high = _bounds(ranges, axis)
+        value = max(value, low)
+        return value if high is None else min(value, high)
+    fitted: List[Shape] = []
+    for b, c, h, w in shapes:
+        shape = (inside(b, 'batch'), c, inside(h, 'height'), inside(w, 'width'))
+        for _ in range(16):
+            if shape not in fitted and shape != tuple(example_shape):
+                fitted.append(shape)
+                break
+            shape = (shape[0], c, inside(shape[2] - 7, 'height'), inside(shape[3] - 5, 'width'))
+    return fitted
+
+
+def outside_ranges(shapes: Sequence[Shape], ranges: InputRanges) -> List[Shape]:
+    """The shapes the exported graph does not hold for (an axis below or above its range)."""
+    def out(value: int, axis: str) -> bool:
+        low, high = _bounds(ranges, axis)
+        return value < low or (high is not None and value > high)
+    return [s for s in shapes if out(s[0], 'batch') or out(s[2], 'height') or out(s[3], 'width')]
+
+
 def _median_ms(call: Callable[[], object], runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -153,7 +200,12 @@ def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHA
         with torch.no_grad():
             ref = [t.float() for t in tensors_in(module(image))]
             torch_ms = _median_ms(lambda image=image: module(image), runs)
-        got = [torch.from_numpy(a) for a in session.run(None, feed)]
+        try:
+            got = [torch.from_numpy(a) for a in session.run(None, feed)]
+        except Exception as err:  # onnxruntime's own errors (Fail, RuntimeException, ...): one line, not a traceback
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise OnnxMismatchError(f'{path}: onnxruntime failed at input {shape} ({type(err).__name__}: '
+                                    f'{first[:300]}). Do not deploy this file.', tuple(shape)) from err
         ort_ms = _median_ms(lambda feed=feed: session.run(None, feed), runs)
         if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref)):
             raise OnnxMismatchError(

@@ -1,10 +1,32 @@
 """A whole mmdet/mmseg model from a config, called on a plain image batch (no dataset)."""
+import inspect
 from typing import Any, Dict, List, Optional
 
 import torch
 from torch import nn
 
 from .engine.launch import load_config
+
+
+class UnsupportedConfigModel(ValueError):
+    """A config whose model cannot be called on a plain image batch (one line: why, what instead)."""
+
+
+def tensor_mode_problem(model: nn.Module, config_path: str) -> Optional[str]:
+    """Why ``model`` cannot run in ``mode='tensor'`` on an image batch, or None. mmseg's
+    ``EncoderDecoder._forward`` calls ``decode_head.forward(features)`` alone; a head whose forward
+    needs more (Mask2FormerHead: the data samples) fails there with a signature error."""
+    head = getattr(model, 'decode_head', None)
+    for h in (list(head) if isinstance(head, nn.ModuleList) else [head] if head is not None else []):
+        params = list(inspect.signature(h.forward).parameters.values())[1:]
+        needed = [p.name for p in params if p.default is p.empty
+                  and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if needed:
+            return (f'{config_path}: {type(h).__name__}.forward needs {", ".join(needed)}, which mmseg\'s '
+                    f'EncoderDecoder does not pass on an image batch (mode="tensor"), so this model cannot be '
+                    f'exported to ONNX, counted or benchmarked whole; use its backbone (e.g. --models '
+                    f'inline-swin-t) or a config whose head takes the features alone (UPerNet, Semantic FPN).')
+    return None
 
 
 class ConfigModel(nn.Module):
@@ -32,6 +54,9 @@ class ConfigModel(nn.Module):
         model_cfg = cfg.model.copy()
         model_cfg.pop('data_preprocessor', None)  # inputs are made already normalised
         self.model = MODELS.build(model_cfg)
+        problem = tensor_mode_problem(self.model, config_path)
+        if problem:
+            raise UnsupportedConfigModel(problem)
         self.sample_type = Sample
         self.scope = scope
 

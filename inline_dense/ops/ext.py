@@ -205,6 +205,38 @@ def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) ->
 
 
 # --------------------------------------------------------------------------------- roi_align
+# Most bilinear samples one RoI may take per channel at sampling_ratio=0 (adaptive: about one per
+# feature pixel it covers): 2**24 is a 4096 x 4096-pixel box on the feature map, far past any image.
+MAX_ROI_SAMPLES = 1 << 24
+
+
+def _check_roi_boxes(op: str, rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
+                     sampling_ratio: int, aligned: bool) -> None:
+    """Boxes the kernels can sample: with ``aligned`` none inverted (mmcv's kernel refuses such a box
+    in both pool modes; torchvision's avg returned zeros), and at ``sampling_ratio=0`` none so large
+    that its adaptive sampling grid would take hours or a terabyte (refused before anything is made)."""
+    if rois.shape[0] == 0:
+        return
+    box = rois[:, 1:].double() * float(spatial_scale)
+    width, height = box[:, 2] - box[:, 0], box[:, 3] - box[:, 1]
+    inverted = (width < 0) | (height < 0) if aligned else torch.zeros_like(width, dtype=torch.bool)
+    if not aligned:  # mmcv's legacy mode: at least one pixel
+        width, height = width.clamp(min=1.0), height.clamp(min=1.0)
+    samples = ((height / pooled_h).ceil() * (width / pooled_w).ceil() * pooled_h * pooled_w if sampling_ratio == 0
+               else torch.zeros_like(width))
+    huge = samples > MAX_ROI_SAMPLES
+    if bool((inverted | huge).any()):  # one device sync for both checks
+        row = int((inverted | huge).nonzero()[0, 0])
+        coords = rois[row, 1:].tolist()
+        if bool(inverted[row]):
+            raise OpInputError(f'{op}: RoI {row} {coords} is inverted (x2 < x1 or y2 < y1), which aligned=True '
+                               'cannot sample (mmcv refuses it too); give boxes as (x1, y1, x2, y2) with x1 <= x2, '
+                               'y1 <= y2')
+        raise OpInputError(f'{op}: RoI {row} {coords} spans {float(width[row]):.3g} x {float(height[row]):.3g} '
+                           f'feature pixels, {float(samples[row]):.3g} samples per channel at sampling_ratio=0; '
+                           'clip the boxes to the image (mmdet: clip_border) or pass a sampling_ratio > 0')
+
+
 def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor, argmax_x: Tensor, *,
                       aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
                       pool_mode: int, aligned: bool) -> None:
@@ -222,6 +254,7 @@ def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Ten
     _check_same_device(op, ('input', input), ('rois', rois), ('output', output))
     _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
     _check_rois(op, rois, input.shape[0])
+    _check_roi_boxes(op, rois, aligned_height, aligned_width, spatial_scale, int(sampling_ratio), bool(aligned))
     _check_out(op, 'output', output, (rois.shape[0], input.shape[1], aligned_height, aligned_width))
     if rois.numel() == 0:
         return
@@ -249,6 +282,7 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
     _check_same_device(op, ('grad_input', grad_input), ('grad_output', grad_output), ('rois', rois))
     _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
     _check_rois(op, rois, grad_input.shape[0])
+    _check_roi_boxes(op, rois, aligned_height, aligned_width, spatial_scale, int(sampling_ratio), bool(aligned))
     _check_out(op, 'grad_output', grad_output, (rois.shape[0], grad_input.shape[1], aligned_height, aligned_width))
     if rois.numel() == 0:
         return
@@ -303,10 +337,7 @@ def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> Tuple[Tensor, 
     start_h = roi[2] * spatial_scale - offset
     roi_w = roi[3] * spatial_scale - offset - start_w
     roi_h = roi[4] * spatial_scale - offset - start_h
-    if aligned:
-        if roi_w < 0 or roi_h < 0:
-            raise ValueError('roi_align: a RoI has negative size (x2 < x1 or y2 < y1)')
-    else:  # mmcv's legacy mode: at least one pixel
+    if not aligned:  # mmcv's legacy mode: at least one pixel (aligned: inverted boxes are refused before)
         roi_w = roi_w.clamp(min=1.0)
         roi_h = roi_h.clamp(min=1.0)
     return start_h, start_w, roi_h, roi_w

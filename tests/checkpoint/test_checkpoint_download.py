@@ -372,3 +372,14 @@ def test_init_cfg_with_a_short_name_logs_the_source(server, monkeypatch, log_lin
     del log_lines[:]
     load_pretrained(model, 'inline://inline_swin_t')  # direct call, as init_weights does
     assert not any('downloading' in line for line in log_lines) and len(server.requests) == 1
+
+
+def test_a_url_with_a_raw_space_is_quoted_as_a_browser_does(server):
+    """A raw space made http.client raise InvalidURL, past the one-line errors (issue 43, case 12)."""
+    data = server.files['inline_swin_mini.pth']
+    server.files['my%20swin%C3%A9.pth'] = data  # the server sees the path as sent, percent-encoded
+    path = Path(resolve(f'{server.url}/files/my swiné.pth'))
+    assert path.read_bytes() == data and server.requests == ['/files/my%20swin%C3%A9.pth']
+    with pytest.raises(DownloadError, match='HTTP 404'):  # an escape already made is kept, not doubled
+        resolve(f'{server.url}/files/other%20name .pth')
+    assert server.requests[-1] == '/files/other%20name%20.pth'

@@ -163,3 +163,12 @@ def test_a_real_enospc_is_recovered_from_torchs_writer():
         with contextlib.suppress(OSError):  # closing flushes what is left: ENOSPC again
             f.close()
     assert watched.error is not None and watched.error.errno == errno.ENOSPC
+
+
+def test_a_directory_as_the_source_is_named_as_such(tmp_path):
+    """It said 'does not exist', with init_cfg advice (issue 43, case 12)."""
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'iter_400.pth').write_bytes(b'')
+    with pytest.raises(CheckpointError, match='is a directory, not a file; pass a checkpoint file in it') as info:
+        convert_file(str(tmp_path / 'run'), str(tmp_path / 'out.pth'))
+    assert 'iter_400.pth' in str(info.value) and 'does not exist' not in str(info.value)

@@ -123,3 +123,49 @@ def test_focal_losses_refuse_targets_outside_the_classes(kind):
     with pytest.raises(ValueError) as err:
         forward(scores, ok, torch.ones(3), torch.zeros(out_shape), gamma=2.0, alpha=0.25)
     assert 'one weight per class (4,)' in _one_line(err)
+
+
+@pytest.mark.parametrize('pool_mode', ['avg', 'max'])
+@pytest.mark.parametrize('box', [[5., 1., 1., 5.], [1., 5., 5., 1.]])
+def test_roi_align_refuses_an_inverted_box_in_both_modes_as_mmcv(pool_mode, box):
+    """avg returned zeros (torchvision's kernel) and max a plain ValueError; mmcv's kernel refuses
+    an inverted box with aligned=True in both modes (issue 43, case 12)."""
+    from mmcv.ops import roi_align
+    rois = torch.tensor([[0., 1., 1., 5., 5.], [0., *box]])
+    with pytest.raises(ValueError) as err:
+        roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, True)
+    text = _one_line(err)
+    assert 'RoI 1' in text and 'inverted' in text and 'x1 <= x2' in text
+
+
+@pytest.mark.parametrize('pool_mode', ['avg', 'max'])
+def test_roi_align_legacy_mode_samples_an_inverted_box_as_one_pixel(pool_mode):
+    """aligned=False: mmcv makes every box at least one pixel wide and high, from (x1, y1)."""
+    from mmcv.ops import roi_align
+    feats = _feats()
+    got = roi_align(feats, torch.tensor([[0., 2., 3., 1., 2.]]), (2, 2), 1.0, 2, pool_mode, False)
+    one_pixel = roi_align(feats, torch.tensor([[0., 2., 3., 3., 4.]]), (2, 2), 1.0, 2, pool_mode, False)
+    assert got.abs().sum() > 0 and torch.equal(got, one_pixel)
+
+
+@pytest.mark.parametrize('pool_mode', ['avg', 'max'])
+@pytest.mark.parametrize('aligned', [True, False])
+def test_roi_align_refuses_a_huge_box_before_allocating(pool_mode, aligned):
+    """x2 = 1e9 asked the max kernel for about 1 TB (issue 43, case 12); at a fixed sampling ratio
+    the same box is cheap and still runs."""
+    from mmcv.ops import roi_align
+    rois = torch.tensor([[0., 1., 1., 1e9, 5.]])
+    with pytest.raises(ValueError) as err:
+        roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, aligned)
+    text = _one_line(err)
+    assert 'RoI 0' in text and 'sampling_ratio > 0' in text and 'clip' in text
+    assert torch.isfinite(roi_align(_feats(), rois, (2, 2), 1.0, 2, pool_mode, aligned)).all()
+
+
+def test_roi_align_backward_refuses_a_huge_box_too():
+    ext = _ext()
+    grad_out, grad_in = torch.ones(1, 3, 2, 2), torch.zeros(2, 3, 8, 8)
+    rois = torch.tensor([[0., 1., 1., 5., 3e8]])
+    with pytest.raises(ValueError, match='feature pixels'):
+        ext.roi_align_backward(grad_out, rois, grad_out.clone(), grad_out.clone(), grad_in, aligned_height=2,
+                               aligned_width=2, spatial_scale=1.0, sampling_ratio=0, pool_mode=1, aligned=True)
