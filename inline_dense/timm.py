@@ -175,6 +175,11 @@ class InLineFeatureGetter(FeatureGetterNet):
             raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
         return features  # eagerly and compiled: the list forward_intermediates gives
 
+    @torch.jit.ignore
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Recompute every block in backward, as timm's feature models offer (the model's)."""
+        self.model.set_grad_checkpointing(enable)  # type: ignore[operator]
+
 
 def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with

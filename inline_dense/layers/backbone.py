@@ -107,8 +107,9 @@ class InLineBackboneBase(nn.Module):
         """(B, C_in, H, W) -> tuple of (B, C_i, ceil(H / s_i), ceil(W / s_i)) for ``out_indices``,
         s_i the stride of stage i (a list when scripted: TorchScript has no tuples of any length).
 
-        ``valid_hw``: per image, its real (unpadded) size in pixels; padded tokens are then
-        ignored by the attention, so an image's features do not depend on its batch.
+        ``valid_hw``: per image, its real (unpadded) size in pixels. The input outside it is set to 0
+        (whatever the padding holds), padded tokens are zeroed before every convolution and ignored
+        by the attention, so an image's features do not depend on its batch or the padding value.
         A side below the total stride is padded here, with the padding masked; an empty batch
         gives empty outputs; floating-point input is cast to the parameters' dtype (eagerly: a
         scripted model checks nothing and casts nothing).
@@ -126,6 +127,7 @@ class InLineBackboneBase(nn.Module):
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
         x, valid_hw = padding.pad_to_min_size(x, valid_hw, self.strides[-1])
+        x = padding.zero_outside_valid(x, valid_hw)  # whatever the padding holds, the image meets zeros
         outs: List[torch.Tensor] = []
         tokens, hw = self.embed_input(x, valid_hw)
         last = len(self.strides) - 1

@@ -86,6 +86,26 @@ def valid_grid_mask(valid_hw: List[HW], grid_hw: HW, stride: int, device: torch.
 
 
 @fx_wrap
+def zero_outside_valid(x: torch.Tensor, valid_hw: Optional[List[HW]]) -> torch.Tensor:
+    """(B, C, H, W) with each image's pixels outside its real ``valid_hw[b]`` size set to 0, whatever
+    they held (a ``pad_value`` such as 114, noise, NaN): what the image meets alone, zero padding. The
+    same tensor when nothing is padded (``valid_hw`` None or every image the whole input).
+
+    The backbone's first step: a patch embedding's partial patch, a stem's kernel reaching past the
+    border, read the padding otherwise."""
+    if valid_hw is None:
+        return x
+    h, w = x.shape[-2], x.shape[-1]
+    padded = False
+    for size in valid_hw:  # a loop, not any(): TorchScript
+        padded = padded or size[0] < h or size[1] < w
+    if not padded:
+        return x
+    keep = valid_grid_mask(valid_hw, (h, w), 1, x.device).unsqueeze(1)  # (B, 1, H, W)
+    return x.masked_fill(~keep, 0.0)
+
+
+@fx_wrap
 def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,

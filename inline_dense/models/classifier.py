@@ -228,7 +228,9 @@ class InLineClassifier(nn.Module):
     def prune_intermediate_layers(self, indices: Union[int, Sequence[int]] = 1, prune_norm: bool = False,
                                   prune_head: bool = True) -> List[int]:
         """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
-        returns the stage indices kept for ``forward_intermediates``."""
+        returns the stage indices kept for ``forward_intermediates``. As timm's models: without its
+        head (``prune_head``, or stages removed: the head was sized for the last one) the model has
+        no classifier and no pooling, so ``forward`` gives the unpooled map of the last kept stage."""
         backbone = self.backbone
         chosen, last = take_indices(len(backbone.stages), indices if isinstance(indices, int) else list(indices))
         removed = last + 1 < len(backbone.stages)
@@ -240,10 +242,11 @@ class InLineClassifier(nn.Module):
             if getattr(backbone.stages[last], 'downsample', None) is not None:  # Swin: merging into a removed stage
                 backbone.stages[last].downsample = None  # type: ignore[assignment]
             self.feature_info = self.feature_info[:last + 1]
+            self.num_features = self.head_hidden_size = backbone.embed_dims[last]
         if prune_norm or removed:  # the final norm belongs to the last stage
             self.norm = nn.Identity()
-        if prune_head:
-            self.reset_classifier(0)
+        if prune_head or removed:
+            self.reset_classifier(0, '')
         return chosen
 
     # ------------------------------------------------------------------ weights

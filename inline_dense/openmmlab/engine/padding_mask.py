@@ -7,11 +7,15 @@ each image's size before padding (``img_shape``); this module reads it at the st
 every forward of the whole model and passes it to the backbones as ``valid_hw`` (through
 :class:`inline_dense.layers.padding.PaddedBatchSizes`, as the torchvision adapter does).
 
-Two entry points:
+It is on by itself: an OpenMMLab InLine backbone (:mod:`inline_dense.openmmlab.backbones`)
+assigned to a model (``self.backbone = MODELS.build(...)`` in every detector and segmentor)
+installs it on that model (a torch module-registration hook, :func:`install`), so every way of
+running it reads the data samples: a Runner, ``model.test_step``, ``DetInferencer``,
+``MMSegInferencer``, ``inference_detector`` / ``inference_model``. Explicitly:
 
-* ``enable_padding_mask(model)`` for scripts using ``mmdet.apis`` / ``mmseg.apis``;
-* the ``InLinePaddingMaskHook`` (``custom_hooks=[dict(type='InLinePaddingMaskHook')]``)
-  for training and testing with a Runner.
+* ``enable_padding_mask(model)`` (idempotent; returns the handle, whose ``remove()`` turns it off);
+* the ``InLinePaddingMaskHook`` (``custom_hooks=[dict(type='InLinePaddingMaskHook')]``), which
+  does the same for a Runner's model.
 """
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -22,11 +26,14 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 from torch import nn
+from torch.nn.modules.module import register_module_module_registration_hook
+from torch.utils.hooks import RemovableHandle
 
 from ... import registry
 from ...layers.backbone import InLineBackboneBase
 from ...layers.padding import PaddedBatchSizes
 from ...typing import HW
+from ..backbones import OpenMMLabBackbone
 
 _HANDLE_ATTR = '_inline_padding_mask'
 
@@ -59,15 +66,22 @@ class PaddingMaskHandle:
     """
 
     def __init__(self, model: nn.Module, backbones: List[nn.Module]) -> None:
-        self.backbones = backbones
         self.sizes = PaddedBatchSizes()
         self._handles = [
             model.register_forward_pre_hook(self._before_model, with_kwargs=True),
             model.register_forward_hook(self._after_model, always_call=True),
         ]
-        self._handles += [b.register_forward_pre_hook(self._before_backbone, with_kwargs=True)
-                          for b in backbones]
+        self.backbones: List[nn.Module] = []
         self._model = model
+        for backbone in backbones:
+            self.add_backbone(backbone)
+
+    def add_backbone(self, backbone: nn.Module) -> None:
+        """Hands the sizes to ``backbone`` too (once)."""
+        if any(b is backbone for b in self.backbones):
+            return
+        self.backbones.append(backbone)
+        self._handles.append(backbone.register_forward_pre_hook(self._before_backbone, with_kwargs=True))
 
     @property
     def valid_hw(self) -> Optional[List[HW]]:
@@ -121,6 +135,32 @@ def enable_padding_mask(model: nn.Module) -> PaddingMaskHandle:
     handle = PaddingMaskHandle(model, inline_backbones(model))
     object.__setattr__(model, _HANDLE_ATTR, handle)
     return handle
+
+
+def _on_registration(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
+    """torch's module-registration hook: an OpenMMLab InLine backbone assigned to ``module`` (the
+    detector or segmentor) gets the padding mask of ``module``'s forward."""
+    if not isinstance(submodule, OpenMMLabBackbone) or module is submodule:
+        return None
+    handle = getattr(module, _HANDLE_ATTR, None)
+    if isinstance(handle, PaddingMaskHandle):
+        handle.add_backbone(submodule)
+    else:
+        object.__setattr__(module, _HANDLE_ATTR, PaddingMaskHandle(module, [submodule]))
+    return None
+
+
+_REGISTRATION: List[RemovableHandle] = []
+
+
+def install() -> None:
+    """Turns the padding mask on for every model an OpenMMLab InLine backbone is assigned to from now
+    on (see the module's docstring). Idempotent."""
+    if not _REGISTRATION:
+        _REGISTRATION.append(register_module_module_registration_hook(_on_registration))
+
+
+install()
 
 
 @HOOKS.register_module()
