@@ -87,6 +87,7 @@ class Head:
     first_conv: str      # the classifier's first convolution (timm's ``first_conv``)
     no_weight_decay: Tuple[str, ...] = ()  # parameter-name endings timm's optimizer must not decay
     groups: Groups = STAGE_GROUPS
+    pool: str = 'avg'    # what the head reads: 'avg' the tokens' mean, 'token' the cls token (a ViT's)
 
 
 @dataclass(frozen=True)
@@ -160,3 +161,10 @@ class FamilySpec:
 
     def weights_of_preset(self, preset: str) -> List[Weights]:
         return [w for w in self.weights if w.preset == preset]
+
+    def shrunk(self) -> Dict[str, Any]:
+        """The backbone arguments that give ``shrunk_depths``: ``depths`` per stage, or for a plain ViT
+        (presets with ``depth``, its stages its blocks) ``depth``, their sum."""
+        if 'depth' in next(iter(self.presets.values())):
+            return dict(depth=sum(self.shrunk_depths))
+        return dict(depths=self.shrunk_depths)
