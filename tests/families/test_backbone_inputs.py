@@ -95,24 +95,3 @@ def test_pretrained_prefix_takes_the_backbone_out_of_a_detector_checkpoint(kind,
     wrong = build_tiny(kind, init=False, init_cfg=dict(type='Pretrained', checkpoint=str(path), prefix='model'))
     with pytest.raises(CheckpointError, match=r"no weights under prefix='model\.'.*'backbone\.'"):
         wrong.init_weights()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('config', ['fpn_inline-pvt-mini_toy-ade.py', 'retinanet_inline-pvt-mini_fpn_toy-coco.py'])
-def test_a_6000x200_picture_through_the_inferencers(config, tmp_path):
-    """Resized to 128 on its long side, the picture is 4 pixels high: below the total stride."""
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-    from test_inferencers import own_picture, run_inferencer
-    path = ROOT / 'configs' / 'toy' / config
-    cfg = Config.fromfile(str(path))
-    init_default_scope(cfg.default_scope)
-    if cfg.default_scope == 'mmseg':
-        from mmseg.registry import DATASETS, MODELS
-    else:
-        from mmdet.registry import DATASETS, MODELS
-    import inline_dense.openmmlab.toy_datasets  # noqa: F401  (the toy datasets' meta)
-    meta = {'dataset_meta': dict(DATASETS.get(cfg.test_dataloader.dataset.type).METAINFO)}
-    weights = tmp_path / 'model.pth'
-    torch.save({'meta': meta, 'state_dict': MODELS.build(cfg.model).state_dict()}, weights)
-    run_inferencer(path, str(weights), [own_picture(tmp_path / 'long.png', 200, 6000)], tmp_path / 'out')
