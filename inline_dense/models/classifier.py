@@ -279,10 +279,13 @@ class InLineClassifier(nn.Module):
                                   prune_head: bool = True) -> List[int]:
         """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
         returns the stage indices kept for ``forward_intermediates``. As timm's models: without its
-        head (``prune_head``, or stages removed: the head was sized for the last one) the model has
-        no classifier and no pooling, so ``forward`` gives the unpooled map of the last kept stage."""
+        head (``prune_head``, or a pyramid's stages removed: the head was sized for the last one) the
+        model has no classifier and no pooling, so ``forward`` gives the unpooled map of the last kept
+        stage (a plain ViT: its tokens, and its head is kept unless ``prune_head``, as timm's ViT)."""
         backbone = self.backbone
         chosen, last = take_indices(len(backbone.stages), indices if isinstance(indices, int) else list(indices))
+        # A pyramid's head and final norm were sized for its last stage; a plain ViT's fit every block
+        resized = backbone.embed_dims[last] != backbone.embed_dims[-1]
         removed = last + 1 < len(backbone.stages)
         if removed:
             backbone.stages = backbone.stages[:last + 1]
@@ -293,9 +296,9 @@ class InLineClassifier(nn.Module):
                 backbone.stages[last].downsample = None  # type: ignore[assignment]
             self.feature_info = self.feature_info[:last + 1]
             self.num_features = self.head_hidden_size = backbone.embed_dims[last]
-        if prune_norm or removed:  # the final norm belongs to the last stage
+        if prune_norm or resized:
             self.norm = nn.Identity()
-        if prune_head or removed:
+        if prune_head or resized:
             self.reset_classifier(0, '')
         return chosen
 

@@ -6,7 +6,7 @@ import timm
 import torch
 
 import inline_dense.timm  # noqa: F401  (registers the models)
-from helpers import NARROW, SMALLEST
+from helpers import PYRAMIDS, SHALLOW, SMALLEST, TOKEN_HEADS
 from inline_dense.layers.block import TransformerBlock
 
 SMALL = tuple(SMALLEST.values())
@@ -14,7 +14,7 @@ SMALL = tuple(SMALLEST.values())
 
 def small(variant, **kwargs):
     torch.manual_seed(0)
-    return timm.create_model(variant, depths=(1, 1, 1, 1), drop_path_rate=0.0, **NARROW[variant], **kwargs)
+    return timm.create_model(variant, drop_path_rate=0.0, **SHALLOW[variant], **kwargs)
 
 
 def timm_swin(**kwargs):
@@ -50,7 +50,7 @@ def test_feature_model_grad_checkpointing(variant):
 
 
 @pytest.mark.parametrize('prune_head', [True, False])
-@pytest.mark.parametrize('variant', SMALL)
+@pytest.mark.parametrize('variant', PYRAMIDS)
 def test_prune_intermediate_layers_as_timm_swin(variant, prune_head):
     x = torch.randn(1, 3, 64, 96)
     for indices in ([0, 1, 2, 3], [1, 2]):
@@ -69,3 +69,21 @@ def test_prune_intermediate_layers_as_timm_swin(variant, prune_head):
             assert ref.shape[1:3] == out.shape[2:]
         else:  # the whole model kept with its head: logits
             assert out.shape == ref.shape == (1, 7)
+
+
+@pytest.mark.parametrize('prune_head', [True, False])
+@pytest.mark.parametrize('variant', TOKEN_HEADS)
+def test_prune_intermediate_layers_as_timm_vit(variant, prune_head):
+    """A plain ViT's head fits every block: timm's ViT keeps it unless ``prune_head``."""
+    x = torch.randn(1, 3, 64, 96)
+    for indices in ([0, 1, 2, 3], [1, 2]):
+        torch.manual_seed(0)
+        ours = small(variant, num_classes=7).eval()
+        theirs = timm.create_model('vit_tiny_patch16_224', num_classes=7, depth=4, img_size=(64, 96),
+                                   dynamic_img_size=True).eval()
+        kept = ours.prune_intermediate_layers(indices, prune_head=prune_head)
+        assert kept == theirs.prune_intermediate_layers(indices, prune_head=prune_head)
+        assert (ours.num_classes, ours.global_pool) == (theirs.num_classes, theirs.global_pool)
+        with torch.no_grad():
+            out, ref = ours(x), theirs(x)
+        assert out.shape[:-1] == ref.shape[:-1]  # tokens (cls first) without the head, else logits
