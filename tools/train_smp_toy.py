@@ -6,8 +6,9 @@ and report its validation mIoU (smp.metrics).
 
 The data (data/toy_ade) is generated on first use. See inline_dense/smp_toy.py. Settings or data it
 cannot use (a time budget or learning rate that is not a finite number > 0, a batch of fewer than 2,
-an unknown decoder, a missing annotation, pictures of another size, fewer than 2 training images)
-end it with one line, exit status 1.
+an unknown decoder, a missing annotation, pictures of another size, fewer than 2 training images, a
+--root that exists but is not a toy folder, e.g. a file or /dev/null, which is left untouched) end it
+with one line, exit status 1.
 """
 import argparse
 import json
@@ -40,7 +41,8 @@ def main(argv=None) -> dict:
         run = train_toy(args.root, decoder=args.decoder, variant=args.variant,
                         encoder_kwargs=dict(drop_path_rate=0.0) if args.full_width else None,
                         train_seconds=args.seconds, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
-    except (ToyRunError, FileNotFoundError) as exc:  # bad settings or data: one line, no traceback
+    except (ToyRunError, FileNotFoundError, FileExistsError) as exc:  # bad settings or data, a --root that is not
+        # a toy folder (a file, /dev/null: left untouched): one line, no traceback
         sys.exit(f'error: {exc}')
     result = dict(decoder=args.decoder, variant=args.variant, miou=round(run.miou, 4),
                   chance_miou=round(run.chance_miou, 4), class_iou={k: round(v, 4) for k, v in run.class_iou.items()},

@@ -152,5 +152,6 @@ def test_a_passing_export_replaces_the_file(tmp_path, monkeypatch, capsys, one_t
 
 
 def test_out_that_is_a_directory_is_refused(tmp_path, monkeypatch, capsys):
-    assert run_tool(monkeypatch, tiny(swap=True), tmp_path) == 2
-    assert 'is a directory' in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # at the command line, before the model is built
+        run_tool(monkeypatch, tiny(swap=True), tmp_path)
+    assert info.value.code == 2 and 'is a directory' in capsys.readouterr().err

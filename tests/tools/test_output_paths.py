@@ -145,3 +145,11 @@ def test_the_demo_refuses_a_picture_path_before_training(tmp_path, monkeypatch):
     with pytest.raises(OutputPathError, match='FIFO'):
         demo.main(['--work-dir', str(tmp_path), '--max-iters', '1'])
     assert not trained and (tmp_path / 'predictions.png').is_fifo()
+
+
+@pytest.mark.parametrize('kind', ['device', 'fifo'])
+def test_the_smp_toy_leaves_a_root_that_is_not_a_toy_folder_alone(kind, tmp_path):
+    path = special(kind, tmp_path)
+    with pytest.raises(SystemExit, match='^error: .* exists but was not made by the toy data generator'):
+        import_tool('train_smp_toy').main(['--root', str(path), '--seconds', '1'])
+    assert unchanged(path, kind)
