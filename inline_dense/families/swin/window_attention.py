@@ -101,6 +101,12 @@ def shift_regions(size: int, win: int, shift: int, device: torch.device) -> torc
     return (i >= size - win).long() + (i >= size - shift).long()
 
 
+def shift_regions_traced(size: int, win: int, shift: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``shift_regions`` with the shift a 0-d tensor (0: one region)."""
+    i = torch.arange(size, device=device)
+    return (i >= size - win).long() + (i >= size - shift).long()
+
+
 def shift_region_mask(hw: HW, win: int, shift: int, device: torch.device,
                       neg_inf: float = NEG_INF) -> torch.Tensor:
     """(nW, n, n) additive mask keeping a shifted window's wrapped regions apart.
@@ -146,7 +152,8 @@ class ShiftWindowMSA(nn.Module):
         b, n, c = x.shape
         h, w = hw_shape
         win = self.window_size
-        if h <= win and w <= win:  # one window, the grid itself, no shift
+        # traced: never this branch, which a graph would keep for every size (see ``_shift``)
+        if not traced() and h <= win and w <= win:  # one window, the grid itself, no shift
             mask: Optional[torch.Tensor] = None
             if valid_mask is not None:
                 mask = torch.zeros(b, 1, n, n, dtype=x.dtype, device=x.device)
@@ -158,6 +165,8 @@ class ShiftWindowMSA(nn.Module):
         grid = F.pad(grid, (0, 0, 0, pad_w, 0, pad_h))
         hp, wp = h + pad_h, w + pad_w
         shift = win // 2 if self.shift else 0
+        if traced() and shift > 0:  # the same function as eagerly, one graph for every size
+            return self._shift_traced(grid, valid_mask, hw_shape)
 
         key_valid: Optional[torch.Tensor] = None
         if traced() or pad_h > 0 or pad_w > 0 or valid_mask is not None:  # traced: no branch on the size
@@ -192,6 +201,44 @@ class ShiftWindowMSA(nn.Module):
         if shift > 0 and valid_mask is not None:
             out = self._one_window_images(x, out, valid_mask, hw_shape)
         return out
+
+    def _shift_traced(self, grid: torch.Tensor, valid_mask: Optional[torch.Tensor], hw_shape: HW) -> torch.Tensor:
+        """The shifted windows of the padded (B, Hp, Wp, C) ``grid`` of an ``hw_shape`` grid, traced:
+        eagerly a grid within one window takes one unshifted window (the branch in ``forward``), which
+        a traced graph would keep (or leave out) for every size. Here the shift is a tensor, half a
+        window, or 0 where the grid fits in one window; the cyclic shift is a gather, so one graph
+        gives the eager result at any size (unshifted, a padded window with its padding masked is the
+        one window of the grid's own size). -> (B, H*W, C)."""
+        b, hp, wp, c = grid.shape
+        h, w = hw_shape
+        win = self.window_size
+        rows = torch.arange(hp, device=grid.device)
+        cols = torch.arange(wp, device=grid.device)
+        # the grid's sides as tensors (reductions keep traced sizes symbolic; a comparison of sizes
+        # would be a constant of the example)
+        fits = ((rows < h).sum() <= win) & ((cols < w).sum() <= win)
+        shift = torch.where(fits, 0, win // 2)
+        key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=grid.device)
+        if valid_mask is None:
+            key_valid[:, :h, :w] = True
+        else:
+            key_valid[:, :h, :w] = valid_mask.view(b, h, w)
+        into_rows, into_cols = (rows + shift) % hp, (cols + shift) % wp  # torch.roll(-shift)
+        grid = grid.index_select(1, into_rows).index_select(2, into_cols)
+        key_valid = key_valid.index_select(1, into_rows).index_select(2, into_cols)
+        windows = window_partition(grid, win)
+        nw = (hp // win) * (wp // win)
+        ids = (shift_regions_traced(hp, win, shift, grid.device).view(1, hp, 1, 1) * 3
+               + shift_regions_traced(wp, win, shift, grid.device).view(1, 1, wp, 1))
+        ids = window_partition(ids, win).squeeze(-1)  # (nW, n)
+        region_mask = (ids.unsqueeze(1) != ids.unsqueeze(2)).to(grid.dtype) * self.neg_inf
+        kv = window_partition(key_valid.unsqueeze(-1).to(grid.dtype), win).view(b, nw, 1, win * win)
+        window_mask = region_mask.unsqueeze(0) + (1 - kv) * self.neg_inf
+        window_mask = window_mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
+        out = window_reverse(self.w_msa(windows, (win, win), window_mask), win, (hp, wp), b)
+        out = out.index_select(1, (rows - shift) % hp).index_select(2, (cols - shift) % wp)  # torch.roll(shift)
+        out = out[:, :h, :w, :].clone(memory_format=torch.contiguous_format)
+        return out.reshape(b, h * w, c)
 
     def _one_window_images(self, x: torch.Tensor, out: torch.Tensor, valid_mask: torch.Tensor,
                            hw_shape: HW) -> torch.Tensor:

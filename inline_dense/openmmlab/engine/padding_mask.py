@@ -17,6 +17,7 @@ running it reads the data samples: a Runner, ``model.test_step``, ``DetInference
 * the ``InLinePaddingMaskHook`` (``custom_hooks=[dict(type='InLinePaddingMaskHook')]``), which
   does the same for a Runner's model.
 """
+import inspect
 import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -138,16 +139,25 @@ def enable_padding_mask(model: nn.Module) -> PaddingMaskHandle:
 
 
 def _on_registration(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
-    """torch's module-registration hook: an OpenMMLab InLine backbone assigned to ``module`` (the
-    detector or segmentor) gets the padding mask of ``module``'s forward."""
-    if not isinstance(submodule, OpenMMLabBackbone) or module is submodule:
+    """torch's module-registration hook: an OpenMMLab InLine backbone assigned to ``module`` (a
+    detector or segmentor: its forward takes ``data_samples``) gets the padding mask of ``module``'s
+    forward. Other holders (``torch.compile``'s wrapper, a Sequential) are left alone."""
+    if not isinstance(submodule, OpenMMLabBackbone) or not _takes_data_samples(module):
         return None
-    handle = getattr(module, _HANDLE_ATTR, None)
+    handle = module.__dict__.get(_HANDLE_ATTR)  # not getattr: a wrapper's __getattr__ may not be ready
     if isinstance(handle, PaddingMaskHandle):
         handle.add_backbone(submodule)
     else:
         object.__setattr__(module, _HANDLE_ATTR, PaddingMaskHandle(module, [submodule]))
     return None
+
+
+def _takes_data_samples(module: nn.Module) -> bool:
+    """Whether ``module``'s forward has a ``data_samples`` parameter (mmengine's models)."""
+    try:
+        return 'data_samples' in inspect.signature(type(module).forward).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 _REGISTRATION: List[RemovableHandle] = []
