@@ -10,6 +10,7 @@ import re
 from typing import Dict, Iterable, Iterator, Optional, Tuple
 
 from .families.cswin import spec as cswin
+from .families.deit import spec as deit
 from .families.pvt import spec as pvt
 from .families.spec import FamilySpec, Weights
 from .families.swin import spec as swin
@@ -21,6 +22,7 @@ FAMILIES: Dict[str, FamilySpec] = {module.SPEC.name: module.SPEC for module in (
     swin,
     pvt,
     cswin,
+    deit,
 )}
 
 EXAMPLE_FAMILY = next(iter(FAMILIES))

@@ -87,6 +87,7 @@ class Head:
     first_conv: str      # the classifier's first convolution (timm's ``first_conv``)
     no_weight_decay: Tuple[str, ...] = ()  # parameter-name endings timm's optimizer must not decay
     groups: Groups = STAGE_GROUPS
+    pool: str = 'avg'    # what the head reads: 'avg' the tokens' mean, 'token' the cls token (a ViT's)
 
 
 @dataclass(frozen=True)

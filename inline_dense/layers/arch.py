@@ -148,6 +148,8 @@ OPTION_KINDS: Dict[str, Tuple[Callable[[Any], bool], str, str]] = {
     'out_norm': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'True'),
     'with_cp': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'False'),
     'qkv_bias': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'True'),
+    'with_cls_token': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'True'),
+    'depth': (_positive_int, 'a positive int (the number of blocks)', '12'),
     'frozen_stages': (_is_int, 'an int (-1: nothing frozen)', '-1'),
     'in_channels': (_positive_int, 'a positive int', '3'),
     'window_size': (_positive_int, 'a positive int', '7'),

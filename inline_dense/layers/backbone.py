@@ -31,6 +31,9 @@ class InLineBackboneBase(nn.Module):
             embed). ``frozen_stages=0`` freezes them.
         stages: one module per stage, each with ``enter``, ``blocks`` and ``leave``.
         strides: each stage's stride in input pixels.
+        num_prefix_tokens: tokens the stem puts before each stage's grid (a ViT's cls token): never
+            padding, never part of an output map (``forward_with_prefix`` gives them).
+        out_norm_eps: the output norms' LayerNorm epsilon (the authors' final norm's).
 
     Sets the settings as attributes (``arch``, ``embed_dims``, ``depths``, ``num_heads``,
     ``attn_kinds``, ``block_drop_path``, ``in_channels``, ``kernel``, ``attn_impl``,
@@ -51,7 +54,7 @@ class InLineBackboneBase(nn.Module):
     trunc_normal_parameters: Tuple[str, ...] = ()
 
     def __init__(self, settings: BackboneSettings, stem: Mapping[str, nn.Module], stages: Sequence[nn.Module],
-                 strides: Sequence[int]) -> None:
+                 strides: Sequence[int], num_prefix_tokens: int = 0, out_norm_eps: float = 1e-5) -> None:
         super().__init__()
         n = settings.num_stages
         if len(stages) != n or len(strides) != n:
@@ -67,7 +70,9 @@ class InLineBackboneBase(nn.Module):
         self.out_indices: List[int] = list(settings.out_indices)
         self.frozen_stages = settings.frozen_stages
         self.out_norm = settings.out_norm
-        self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(self.embed_dims[i]) for i in self.out_indices}
+        self.num_prefix_tokens = num_prefix_tokens
+        self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(self.embed_dims[i], eps=out_norm_eps)
+                                        for i in self.out_indices}
                                        if settings.out_norm else {})
         for attr, module in stem.items():
             setattr(self, attr, module)
@@ -100,7 +105,8 @@ class InLineBackboneBase(nn.Module):
 
     def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         """The image (B, C_in, H, W) before stage 0 -> what stage 0's ``enter`` takes, and its grid:
-        the stem's tokens (B, N, C) (Swin, CSwin), or the image itself (PVT, whose stages embed)."""
+        the stem's tokens (B, N, C) (Swin, CSwin; DeiT's with its prefix tokens first), or the image
+        itself (PVT, whose stages embed)."""
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None) -> List[torch.Tensor]:
@@ -125,34 +131,62 @@ class InLineBackboneBase(nn.Module):
                 return tuple(empty)  # type: ignore[return-value]
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
-        x, valid_hw = padding.pad_to_min_size(x, valid_hw, self.strides[-1])
-        outs: List[torch.Tensor] = []
-        tokens, hw = self.embed_input(x, valid_hw)
-        last = len(self.strides) - 1
-        for i, stage in enumerate(self.stages):
-            stride = self.strides[i]
-            tokens, hw = stage.enter(tokens, hw, valid_hw, stride)  # type: ignore[operator]
-            mask = padding.valid_token_mask(valid_hw, hw, stride, x.device)
-            for block in stage.blocks:  # type: ignore[union-attr]
-                tokens = block(tokens, hw, mask)
-            tokens = padding.zero_padding(tokens, mask)
-            if i in self.out_indices:
-                # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a
-                # negative size becomes an integer Div, which truncates towards zero (one row short)
-                out = self.output(i, tokens, hw)[:, :, :(h + stride - 1) // stride, :(w + stride - 1) // stride]
-                outs.append(self.tap(i, out))
-            if i < last:
-                tokens, hw = stage.leave(tokens, hw)  # type: ignore[operator]
+        outs, _ = self.run_stages(x, valid_hw)
         if torch.jit.is_scripting():
             return outs
         # eagerly a tuple, as OpenMMLab's necks take
         return tuple(outs)  # type: ignore[return-value]
 
-    def output(self, index: int, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
-        """Stage output (B, N, C) tokens -> (B, C, H, W), through the stage's output norm."""
+    @torch.jit.unused
+    def forward_with_prefix(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None
+                            ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """As ``forward``, and with each output also its prefix tokens (B, ``num_prefix_tokens``, C)
+        (a ViT's cls token; (B, 0, C) for a pyramid), through the same output norm: what a ViT's
+        classifier head reads."""
+        check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
+        param = next(self.parameters(), None)
+        return self.run_stages(x if param is None else x.to(param.dtype), valid_hw)
+
+    def run_stages(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[List[torch.Tensor],
+                                                                                  List[torch.Tensor]]:
+        """The stem and the stages on a checked input: the ``out_indices`` maps and their prefix tokens."""
+        h, w = x.shape[-2], x.shape[-1]
+        x, valid_hw = padding.pad_to_min_size(x, valid_hw, self.strides[-1])
+        outs: List[torch.Tensor] = []
+        prefixes: List[torch.Tensor] = []
+        p = self.num_prefix_tokens
+        tokens, hw = self.embed_input(x, valid_hw)
+        last = len(self.strides) - 1
+        for i, stage in enumerate(self.stages):
+            stride = self.strides[i]
+            tokens, hw = stage.enter(tokens, hw, valid_hw, stride)  # type: ignore[operator]
+            mask = padding.with_prefix_tokens(padding.valid_token_mask(valid_hw, hw, stride, x.device), p)
+            for block in stage.blocks:  # type: ignore[union-attr]
+                tokens = block(tokens, hw, mask)
+            tokens = padding.zero_padding(tokens, mask)
+            if i in self.out_indices:
+                normed = self.output_norm(i, tokens)
+                # ceil as (h + s - 1) // s, not -(-h // s): exported to ONNX, a floor division of a
+                # negative size becomes an integer Div, which truncates towards zero (one row short)
+                out = self.to_map(normed, hw)[:, :, :(h + stride - 1) // stride, :(w + stride - 1) // stride]
+                outs.append(self.tap(i, out))
+                prefixes.append(normed[:, :p])
+            if i < last:
+                tokens, hw = stage.leave(tokens, hw)  # type: ignore[operator]
+        return outs, prefixes
+
+    def output_norm(self, index: int, tokens: torch.Tensor) -> torch.Tensor:
+        """Stage output (B, N, C) tokens through the stage's output norm (if any)."""
         for key, norm in self.out_norms.items():  # a loop, not out_norms[str(index)]: TorchScript
             if key == str(index):
                 tokens = norm(tokens)
+        return tokens
+
+    def to_map(self, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
+        """(B, P + H*W, C) tokens, P = ``num_prefix_tokens`` -> the grid's (B, C, H, W) map."""
+        p = self.num_prefix_tokens
+        if p > 0:
+            tokens = tokens[:, p:]
         b, c = tokens.shape[0], tokens.shape[2]
         return tokens.transpose(1, 2).reshape(b, c, hw[0], hw[1]).contiguous()
 

@@ -110,16 +110,23 @@ class InLineAttention(nn.Module):
         impl: how the function is evaluated, one of ``IMPLS`` (all compute the same function;
             'auto' is the fastest; the others are for checks and benchmarks).
         lepe: add LePE, a 3x3 depthwise conv with bias over v (``get_v``), as InLine-CSwin does.
+        num_prefix_tokens: tokens before the grid's (a ViT's cls token, as InLine-DeiT): they attend
+            and are attended to like the others (N counts them, the residual MLP's mean includes them),
+            but take no local residual, which filters the grid's tokens alone.
 
-    Input ``x`` is (B, N, C) with ``N = H * W`` in row-major order of ``hw_shape``;
+    Input ``x`` is (B, N, C) with ``N = P + H * W``: ``P = num_prefix_tokens``, then the grid in
+    row-major order of ``hw_shape``;
     ``valid_mask`` (B, N) bool marks real (non-padded) tokens; ``residual_input`` (B, N, C),
     if given, is what the residual MLP averages instead of ``x``. Output (B, N, C).
     """
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
                  kernel: str = 'identity', attn_drop: float = 0.0, proj_drop: float = 0.0,
-                 impl: str = 'auto', lepe: bool = False) -> None:
+                 impl: str = 'auto', lepe: bool = False, num_prefix_tokens: int = 0) -> None:
         super().__init__()
+        if lepe and num_prefix_tokens:
+            raise ValueError('InLineAttention: LePE filters a grid and takes no prefix tokens; '
+                             'use lepe=False or num_prefix_tokens=0.')
         if kernel not in KERNELS:
             raise ValueError(f"InLineAttention: unknown kernel {kernel!r}; use one of {sorted(KERNELS)}.")
         if impl not in IMPLS:
@@ -144,16 +151,19 @@ class InLineAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         self.impl = impl
+        self.num_prefix_tokens = num_prefix_tokens
 
     def extra_repr(self) -> str:
-        return f'num_heads={self.num_heads}, kernel={self.kernel!r}, impl={self.impl!r}'
+        prefix = f', num_prefix_tokens={self.num_prefix_tokens}' if self.num_prefix_tokens else ''
+        return f'num_heads={self.num_heads}, kernel={self.kernel!r}, impl={self.impl!r}{prefix}'
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
                 residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
         b, n, c = x.shape
         h, w = hw_shape
-        if h * w != n:
-            raise ValueError(f'InLineAttention: hw_shape {hw_shape} does not match {n} tokens.')
+        if self.num_prefix_tokens + h * w != n:
+            raise ValueError(f'InLineAttention: hw_shape {hw_shape} and {self.num_prefix_tokens} prefix tokens '
+                             f'do not match {n} tokens.')
         if self.folds():
             out = self.forward_folded(x, hw_shape, valid_mask, residual_input)
         else:
@@ -187,7 +197,12 @@ class InLineAttention(nn.Module):
         out = self.global_attention(q, k, v, valid_mask)
         source = x if residual_input is None else residual_input
         taps = self.residual(masked_token_mean(source, valid_mask).unsqueeze(-1))  # (B, 9C, 1)
-        out = F.dropout(out, self.attn_drop, self.training) + self.local_residual(v, taps, hw_shape)
+        p = self.num_prefix_tokens
+        if p > 0:  # the grid's tokens alone are filtered; the prefix tokens' residual is 0
+            local = F.pad(self.local_residual(v[:, p:], taps, hw_shape), (0, 0, p, 0))
+        else:
+            local = self.local_residual(v, taps, hw_shape)
+        out = F.dropout(out, self.attn_drop, self.training) + local
         if self.get_v is not None:
             b, n, c = v.shape
             vmap = v.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
@@ -239,12 +254,14 @@ class InLineAttention(nn.Module):
                 bias = bias + cast(lepe_bias, torch.float32)
         if traced():  # one graph for any batch: no per-sample loop, no batch-sized group count
             out = torch.baddbmm(cast(bias.unsqueeze(1), v.dtype), cast(x, v.dtype), cast(fold, v.dtype))
-            grid = v.reshape(b, hw_shape[0], hw_shape[1], c)
-            out = out + depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n, c)
+            p = self.num_prefix_tokens
+            grid = v[:, p:].reshape(b, hw_shape[0], hw_shape[1], c)
+            local = depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n - p, c)
+            out = out + (F.pad(local, (0, 0, p, 0)) if p > 0 else local)
             return out  # folded: no dropout is active (``folds``)
         outs = []
         for i in range(b):
-            y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape)  # (N, C)
+            y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape, self.num_prefix_tokens)  # (N, C)
             y.addmm_(x[i].to(y.dtype), fold[i].to(y.dtype))
             outs.append(y)
         return outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
@@ -411,13 +428,18 @@ class InLineAttention(nn.Module):
 
     @staticmethod
     def local_residual_nhwc(v: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor,
-                            hw_shape: HW) -> torch.Tensor:
+                            hw_shape: HW, num_prefix_tokens: int = 0) -> torch.Tensor:
         """One sample: 3x3 depthwise filter over v (N, C) with taps (9C, 1) plus bias (C,) -> (N, C).
 
         (N, C) row-major is (H, W, C): viewed as a channels-last (1, C, H, W) map it goes
         to the depthwise kernel without a transpose, and comes back the same way.
+        The first ``num_prefix_tokens`` rows are no grid cells: they get the bias alone.
         """
         n, c = v.shape
-        grid = v.view(1, hw_shape[0], hw_shape[1], c).permute(0, 3, 1, 2)
+        p = num_prefix_tokens
+        grid = v[p:].view(1, hw_shape[0], hw_shape[1], c).permute(0, 3, 1, 2)
         out = F.conv2d(grid, taps.reshape(c, 1, 3, 3).to(v.dtype), bias.to(v.dtype), padding=1, groups=c)
-        return out.permute(0, 2, 3, 1).reshape(n, c)
+        out = out.permute(0, 2, 3, 1).reshape(n - p, c)
+        if p > 0:
+            return torch.cat([bias.to(v.dtype).view(1, c).expand(p, c), out], 0)
+        return out

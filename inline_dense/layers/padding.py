@@ -86,6 +86,15 @@ def valid_grid_mask(valid_hw: List[HW], grid_hw: HW, stride: int, device: torch.
 
 
 @fx_wrap
+def with_prefix_tokens(mask: Optional[torch.Tensor], num_prefix_tokens: int) -> Optional[torch.Tensor]:
+    """A (B, h*w) token mask (or None) with ``num_prefix_tokens`` True columns first: (B, P + h*w), for
+    a ViT's tokens (its cls token first), which are never padding."""
+    if mask is None or num_prefix_tokens == 0:
+        return mask
+    return torch.cat([mask.new_ones(mask.shape[0], num_prefix_tokens), mask], 1)
+
+
+@fx_wrap
 def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,

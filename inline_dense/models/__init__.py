@@ -10,6 +10,7 @@ The module paths that moved from here keep working for one release, with a ``Dep
 For MMDetection / MMSegmentation, ``import inline_dense.openmmlab`` registers subclasses of these
 under the same names, with ``init_cfg`` and ``init_weights()``."""
 from ..families.cswin.model import InLineCSwin
+from ..families.deit.model import InLineDeiT
 from ..families.pvt.model import InLinePVT
 from ..families.swin.model import InLineSwin
 from ..layers.inline_attention import InLineAttention
@@ -17,4 +18,4 @@ from . import moved
 
 moved.install()
 
-__all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin']
+__all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', 'InLineDeiT']

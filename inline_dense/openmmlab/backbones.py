@@ -103,4 +103,9 @@ class InLineCSwin(OpenMMLabBackbone, core.InLineCSwin, BaseModule):
     __doc__ = adapter_doc(core.InLineCSwin)
 
 
-__all__ = ['OpenMMLabBackbone', 'adapter_doc', 'check_init_cfg', 'InLineSwin', 'InLinePVT', 'InLineCSwin']
+@MODELS.register_module()
+class InLineDeiT(OpenMMLabBackbone, core.InLineDeiT, BaseModule):
+    __doc__ = adapter_doc(core.InLineDeiT)
+
+
+__all__ = ['OpenMMLabBackbone', 'adapter_doc', 'check_init_cfg', 'InLineSwin', 'InLinePVT', 'InLineCSwin', 'InLineDeiT']
