@@ -3,7 +3,8 @@
 
 smp reaches InLine through timm (its ``tu-`` encoders); importing this module checks that smp can
 run here (it needs Python >= 3.10) and registers the models with timm (:mod:`inline_dense.timm`).
-The encoders give strides 4-32, so decoders that need output stride 8 or 16 (DeepLabV3/V3+) are
+The encoders give strides 4-32 (the plain InLine-DeiT, one stride, is refused: smp needs a
+multi-stride encoder), so decoders that need output stride 8 or 16 (DeepLabV3/V3+) are
 refused with a ``ValueError`` saying why. Unet takes any input size; smp's other decoders ask for
 multiples of 32. ``save_pretrained`` / ``from_pretrained`` round-trip a model on an InLine encoder
 without the pretrained file it was first built from (``from_pretrained`` loads every tensor from the
@@ -67,10 +68,22 @@ def smp_advice(variant: str) -> Advice:
 _timm_encoder_init = getattr(TimmUniversalEncoder.__init__, '__wrapped__', TimmUniversalEncoder.__init__)
 
 
+def check_multi_stride(variant: str) -> None:
+    """smp's decoders take an encoder's maps at several strides (4 to 32); a plain ViT (InLine-DeiT)
+    gives one stride: a ValueError saying so."""
+    strides = sorted({o.stride for o in variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)})
+    if len(strides) < 2:
+        raise ValueError(f'smp: tu-{variant} gives maps at stride {strides[0]} only (a plain ViT, one map per block); '
+                         f"smp's decoders need a multi-stride encoder (strides 4 to 32): use a pyramid such as "
+                         f"tu-{variants.EXAMPLE}, or this backbone with mmseg's or transformers' UperNet.")
+
+
 def _encoder_init(self, name: str, *args, **kwargs) -> None:
     """smp's timm encoder; for an InLine one, checkpoint errors speak smp's arguments
-    (``encoder_weights``), not timm's: smp hands its advice to our timm models (``ADVICE_ARG``)."""
+    (``encoder_weights``), not timm's: smp hands its advice to our timm models (``ADVICE_ARG``).
+    A single-stride InLine encoder (a plain ViT) is refused (``check_multi_stride``)."""
     if name in variants.VARIANTS:
+        check_multi_stride(name)
         kwargs[ADVICE_ARG] = smp_advice(name)
     return _timm_encoder_init(self, name, *args, **kwargs)
 
@@ -86,4 +99,4 @@ def encoder_name(variant: str) -> str:
     return 'tu-' + variant
 
 
-__all__ = ['MIN_PYTHON', 'encoder_name', 'smp', 'smp_advice']
+__all__ = ['MIN_PYTHON', 'check_multi_stride', 'encoder_name', 'smp', 'smp_advice']

@@ -8,8 +8,13 @@ ImageNet-1K checkpoint.
 - Classification: :class:`~inline_dense.models.classifier.InLineClassifier`, the authors' model
   (logits equal to theirs).
 - ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at the
-  backbone's output strides (a pyramid's stages: 4, 8, 16, 32) at any input size; ``out_indices``
-  picks among the outputs (by default all of them: the family spec's ``outputs``).
+  backbone's output strides (a pyramid's stages: 4, 8, 16, 32; InLine-DeiT's blocks: 16 each) at any
+  input size; ``out_indices`` picks among the outputs (by default all of them: the family spec's
+  ``outputs``), one ``feature_info`` entry per output picked.
+- InLine-DeiT (``inline_deit_t/s/b``) keeps timm's ``VisionTransformer`` contract: ``forward_features``
+  gives the normalised tokens (B, 1 + h*w, C), cls token first; ``global_pool`` 'token' (default),
+  'avg', 'max', 'avgmax' or ''; any input size, as ``dynamic_img_size=True`` gives a timm ViT (the
+  position grid resampled bicubically).
 - ``pretrained=True``: the weights the pretrained cfg names, in timm's order (``state_dict``,
   ``file``, ``hf_hub_id``, ``url``; see :func:`pretrained_file`), read by inline_dense (the authors'
   URL as its ``inline://`` name: ``checkpoints/<name>.pth``, the cache, else a download; a safe
@@ -22,8 +27,8 @@ ImageNet-1K checkpoint.
   traces with the attentions as leaf modules (registered here with timm's notrace lists);
   ``output_fmt='NHWC'`` with the getter.
 - ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
-  ``output_stride`` other than the backbone's own (32 for a pyramid) raises ``ValueError`` (no
-  dilated variant exists).
+  ``output_stride`` other than the backbone's own (32 for a pyramid, 16 for InLine-DeiT) raises
+  ``ValueError`` (no dilated variant exists).
 """
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
@@ -50,10 +55,13 @@ SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
 
 
-def _outputs(variant: str) -> Tuple[Output, ...]:
-    """The outputs of the variant's preset (its family spec's ``outputs``)."""
-    entry = variants.variant(variant)
-    return variants.spec_of(variant).preset_outputs(entry.arch)
+def _outputs(variant: str, overrides: Optional[Mapping[str, Any]] = None) -> Tuple[Output, ...]:
+    """The outputs of the variant's preset (its family spec's ``outputs``), with the preset's keys that
+    ``overrides`` (the model's arguments) set (a plain ViT gives one output per block: ``depth``)."""
+    entry, spec = variants.variant(variant), variants.spec_of(variant)
+    preset = spec.presets[entry.arch]
+    given = {k: v for k, v in (overrides or {}).items() if k in preset and v is not None}
+    return spec.preset_outputs(dict(preset, **given))
 
 
 def _cfg(variant: str) -> Dict[str, Any]:
@@ -180,7 +188,8 @@ def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with
     ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
     'NCHW' or 'NHWC' maps)."""
-    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=tuple(range(len(_outputs(variant)))))
+    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter,
+                               out_indices=tuple(range(len(_outputs(variant, kwargs)))))
     if kwargs.get('feature_cls') == 'getter':
         kwargs['feature_cls'] = InLineFeatureGetter
     if 'output_fmt' not in kwargs:

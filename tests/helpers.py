@@ -25,6 +25,21 @@ TINY_KINDS = tuple(TINY)
 SMALLEST: Dict[str, str] = {name: spec.weights[0].name for name, spec in registry.FAMILIES.items()}
 NARROW: Dict[str, Dict[str, Any]] = {spec.weights[0].name: {k: spec.tiny[k] for k in ('embed_dims', 'num_heads')}
                                      for spec in registry.FAMILIES.values()}
+# ... with one block per stage (``depths``; a plain ViT's stages are its blocks: four, ``depth``): the adapters'
+# contract, quickly.
+SHALLOW: Dict[str, Dict[str, Any]] = {
+    spec.weights[0].name: dict(NARROW[spec.weights[0].name], **(
+        {'depth': 4} if 'depth' in spec.presets[spec.weights[0].preset]
+        else {'depths': (1,) * len(spec.presets[spec.weights[0].preset]['depths'])}))
+    for spec in registry.FAMILIES.values()}
+# Their output strides, and those whose outputs span several strides (a pyramid, what smp's decoders and
+# torchvision's FPN take; a plain ViT gives stride 16 alone)
+STRIDES: Dict[str, List[int]] = {
+    v: [o.stride for o in registry.FAMILIES[k].preset_outputs(dict(registry.FAMILIES[k].presets[
+        registry.FAMILIES[k].weights[0].preset], **SHALLOW[v]))] for k, v in SMALLEST.items()}
+PYRAMIDS = tuple(v for v in SMALLEST.values() if len(set(STRIDES[v])) > 1)
+# Those whose head reads a cls token (timm's ViT contract: forward_features gives tokens)
+TOKEN_HEADS = tuple(v for k, v in SMALLEST.items() if registry.FAMILIES[k].head.pool == 'token')
 # The fewest blocks that still hold every kind of block of a family (its spec's overrides of
 # ``tiny``), for the tests whose cost grows with the block count (graph capture).
 EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {name: dict(spec.every_kind_once)

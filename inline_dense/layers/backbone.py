@@ -71,6 +71,7 @@ class InLineBackboneBase(nn.Module):
         self.frozen_stages = settings.frozen_stages
         self.out_norm = settings.out_norm
         self.num_prefix_tokens = num_prefix_tokens
+        self.out_norm_eps = out_norm_eps
         self.out_norms = nn.ModuleDict({str(i): nn.LayerNorm(self.embed_dims[i], eps=out_norm_eps)
                                         for i in self.out_indices}
                                        if settings.out_norm else {})
@@ -137,15 +138,16 @@ class InLineBackboneBase(nn.Module):
         # eagerly a tuple, as OpenMMLab's necks take
         return tuple(outs)  # type: ignore[return-value]
 
-    @torch.jit.unused
     def forward_with_prefix(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None
                             ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
-        """As ``forward``, and with each output also its prefix tokens (B, ``num_prefix_tokens``, C)
+        """As ``forward`` (lists), and with each output also its prefix tokens (B, ``num_prefix_tokens``, C)
         (a ViT's cls token; (B, 0, C) for a pyramid), through the same output norm: what a ViT's
         classifier head reads."""
-        check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
-        param = next(self.parameters(), None)
-        return self.run_stages(x if param is None else x.to(param.dtype), valid_hw)
+        if not torch.jit.is_scripting():
+            check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
+            param = next(self.parameters(), None)
+            x = x if param is None else x.to(param.dtype)
+        return self.run_stages(x, valid_hw)
 
     def run_stages(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[List[torch.Tensor],
                                                                                   List[torch.Tensor]]:

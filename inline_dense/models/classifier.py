@@ -7,7 +7,13 @@ classifier and feature-getter contracts (``forward_features``, ``forward_head``,
 without importing it.
 
 The authors' heads (each family's spec, ``head``): a final norm on the last stage (``norm``, where
-the family has one), the average of its tokens, then ``head`` (Linear).
+the family has one), the average of its tokens (a pyramid) or its cls token (a ViT: InLine-DeiT),
+then ``head`` (Linear).
+
+A family whose backbone has prefix tokens (a ViT's cls token) follows timm's ``VisionTransformer``
+contract: ``forward_features`` gives the normalised tokens (B, P + h*w, C), cls token first;
+``global_pool`` 'token' (its default), 'avg' (the grid tokens' mean), 'max', 'avgmax' or ''
+(the tokens unpooled).
 """
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -27,6 +33,7 @@ from ..typing import HW, StateDict
 # from the variant table (inline_dense.variants): variant -> (family, preset)
 VARIANTS: Dict[str, Tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
 POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
+TOKEN_POOLS = ('token',) + POOLS  # a ViT's (prefix tokens): the cls token too
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 
@@ -72,9 +79,11 @@ class InLineClassifier(nn.Module):
         family: a family of :data:`inline_dense.registry.FAMILIES` (default the first).
         arch: the backbone's preset name ('tiny', ...) or arch dict.
         num_classes: head outputs; 0: no head (``forward`` gives the pooled features).
-        global_pool: 'avg' (the authors': the token mean), 'max', 'avgmax' (the mean of both), or ''
-            (no pooling: with ``num_classes=0``, ``forward`` gives the unpooled (B, C, h, w) map of
-            ``forward_features``, as timm's ``global_pool=''``; with a head, per-position logits).
+        global_pool: 'avg' (the authors' for a pyramid: the token mean), 'max', 'avgmax' (the mean of
+            both), or '' (no pooling: with ``num_classes=0``, ``forward`` gives the unpooled (B, C, h, w)
+            map of ``forward_features``, as timm's ``global_pool=''``; with a head, per-position logits);
+            for a ViT (InLine-DeiT) also 'token' (the authors': the cls token), and '' gives the
+            (B, P + h*w, C) tokens. None: the family's (its spec's ``head.pool``).
         drop_rate: dropout before the head.
         in_chans: input channels (timm's name for the backbone's ``in_channels``).
         **backbone_kwargs: the backbone's constructor arguments (``drop_path_rate``, ``with_cp``,
@@ -82,11 +91,12 @@ class InLineClassifier(nn.Module):
             accepted and ignored (any size works); ``output_stride`` must be 32 or None.
 
     Shapes: ``forward_features`` (B, 3, H, W) -> (B, C, ceil(H/32), ceil(W/32)) after the final
-    norm; ``forward_head`` -> (B, num_classes) (or (B, C) with ``pre_logits``).
+    norm (a ViT: the tokens (B, 1 + ceil(H/16) * ceil(W/16), C)); ``forward_head`` -> (B, num_classes)
+    (or (B, C) with ``pre_logits``).
     """
 
     def __init__(self, family: str = registry.EXAMPLE_FAMILY, arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
-                 global_pool: str = 'avg', drop_rate: float = 0.0, in_chans: int = 3,
+                 global_pool: Optional[str] = None, drop_rate: float = 0.0, in_chans: int = 3,
                  output_stride: Optional[int] = None, **backbone_kwargs) -> None:
         super().__init__()
         if family not in registry.FAMILIES:
@@ -103,23 +113,31 @@ class InLineClassifier(nn.Module):
         self.family = family
         backbone: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
         self.backbone = backbone(arch=arch, in_channels=in_chans, out_norm=False, **backbone_kwargs)
+        self.backbone.out_indices = list(range(len(self.backbone.strides)))  # every output (no output norms)
         dims = self.backbone.embed_dims
         self.num_features = self.head_hidden_size = dims[-1]
         self.num_classes = num_classes
         self.in_chans = in_chans
-        self.norm = nn.LayerNorm(dims[-1]) if spec.head.final_norm else nn.Identity()
-        self.global_pool = self._check_pool(global_pool)
+        # tokens before the grid's (a ViT's cls token): forward_features gives tokens, timm's ViT contract
+        self.num_prefix_tokens = self.backbone.num_prefix_tokens
+        self.norm = nn.LayerNorm(dims[-1], eps=self.backbone.out_norm_eps) if spec.head.final_norm else nn.Identity()
+        self.global_pool = self._check_pool(spec.head.pool if global_pool is None else global_pool)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(dims[-1], num_classes) if num_classes > 0 else nn.Identity()
         # the taps are called on each stage's output map: timm's hook features read them
         self.feature_info = [dict(info, module=f'backbone.{info["module"]}') for info in self.backbone.output_info()]
         self._init_head()
 
-    @staticmethod
-    def _check_pool(global_pool: str) -> str:
+    def _check_pool(self, global_pool: str) -> str:
+        if self.num_prefix_tokens > 0:
+            if global_pool not in TOKEN_POOLS:
+                raise ValueError(f"global_pool={global_pool!r}: use one of {list(TOKEN_POOLS)} ('token' is the "
+                                 f"authors' cls token; 'avg' the mean of the other tokens; '' keeps the tokens).")
+            return global_pool
         if global_pool not in POOLS:
-            raise ValueError(f"global_pool={global_pool!r}: use one of {list(POOLS)} ('avg' is the authors' token "
-                             f"mean; '' keeps the unpooled map).")
+            hint = ' (the cls token: this backbone has none)' if global_pool == 'token' else ''
+            raise ValueError(f"global_pool={global_pool!r}{hint}: use one of {list(POOLS)} ('avg' is the authors' "
+                             f"token mean; '' keeps the unpooled map).")
         return global_pool
 
     def _init_head(self) -> None:
@@ -153,12 +171,25 @@ class InLineClassifier(nn.Module):
                 m.with_cp = enable
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, C_in, H, W) -> last stage after the final norm, (B, C, ceil(H/32), ceil(W/32))."""
+        """(B, C_in, H, W) -> last stage after the final norm, (B, C, ceil(H/32), ceil(W/32)); a ViT's
+        tokens (B, P + h*w, C), its P prefix tokens first."""
+        if self.num_prefix_tokens > 0:
+            maps, prefixes = self.backbone.forward_with_prefix(x)
+            return self.norm(self._tokens(maps[-1], prefixes[-1]))
         return self._final_norm(self.backbone(x)[-1])
+
+    @staticmethod
+    def _tokens(grid: torch.Tensor, prefix: torch.Tensor) -> torch.Tensor:
+        """A ViT's output map (B, C, h, w) and its prefix tokens (B, P, C) -> the tokens (B, P + h*w, C)."""
+        return torch.cat([prefix, grid.flatten(2).transpose(1, 2)], 1)
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         """(B, C, h, w) from ``forward_features`` -> (B, num_classes), or the pooled (B, C).
-        With ``global_pool=''``: (B, C, h, w) unpooled, or per-position logits (B, num_classes, h, w)."""
+        With ``global_pool=''``: (B, C, h, w) unpooled, or per-position logits (B, num_classes, h, w).
+        A ViT's tokens (B, P + h*w, C) -> (B, num_classes) (or the pooled (B, C)); with
+        ``global_pool=''`` the tokens, or per-token logits (B, P + h*w, num_classes)."""
+        if self.num_prefix_tokens > 0:
+            return self._token_head(x, pre_logits)
         if self.global_pool == '':
             x = self.head_drop(x)
             return x if pre_logits else self.head(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
@@ -168,6 +199,20 @@ class InLineClassifier(nn.Module):
             x = x.amax(dim=(2, 3))
         else:  # 'avgmax'
             x = 0.5 * (x.mean(dim=(2, 3)) + x.amax(dim=(2, 3)))
+        x = self.head_drop(x)
+        return x if pre_logits else self.head(x)
+
+    def _token_head(self, x: torch.Tensor, pre_logits: bool) -> torch.Tensor:
+        """timm's ViT pooling over tokens (B, P + h*w, C): the cls token, or the grid tokens' mean / max."""
+        p = self.num_prefix_tokens
+        if self.global_pool == 'token':
+            x = x[:, 0]
+        elif self.global_pool == 'avg':
+            x = x[:, p:].mean(1)
+        elif self.global_pool == 'max':
+            x = x[:, p:].amax(1)
+        elif self.global_pool == 'avgmax':
+            x = 0.5 * (x[:, p:].mean(1) + x[:, p:].amax(1))
         x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
@@ -204,6 +249,8 @@ class InLineClassifier(nn.Module):
         """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;
         with ``norm`` the final norm is applied to the last stage's map. Unless
         ``intermediates_only``, also returns the final features (as ``forward_features``).
+        A ViT (InLine-DeiT): every block's grid (B, C, ceil(H/16), ceil(W/16)), ``norm`` on each
+        (timm's ``VisionTransformer``), the final features its tokens.
 
         ``output_fmt`` 'NHWC' gives the maps as (B, h, w, C) views.
         ``valid_hw``: each image's real size in a padded batch (see the backbone's ``forward``).
@@ -213,15 +260,18 @@ class InLineClassifier(nn.Module):
         if output_fmt != 'NCHW' and output_fmt != 'NHWC':
             raise ValueError(f"output_fmt='{output_fmt}': InLine stages give 'NCHW' (B, C, H, W) or 'NHWC' "
                              f"(B, H, W, C) maps.")
-        stages = self.backbone(x, valid_hw)
+        stages, prefixes = self.backbone.forward_with_prefix(x, valid_hw)
         chosen, _ = take_indices(len(stages), indices)
         last = len(stages) - 1
+        vit = self.num_prefix_tokens > 0  # every block as wide as the last: the final norm fits each (timm's ViT)
         intermediates: List[torch.Tensor] = []
         for i in chosen:
-            t = self._final_norm(stages[i]) if norm and i == last else stages[i]
+            t = self._final_norm(stages[i]) if norm and (vit or i == last) else stages[i]
             intermediates.append(t.permute(0, 2, 3, 1) if output_fmt == 'NHWC' else t)
         if intermediates_only:
             return intermediates
+        if vit:
+            return self.norm(self._tokens(stages[-1], prefixes[-1])), intermediates
         return self._final_norm(stages[-1]), intermediates
 
     @torch.jit.ignore

@@ -14,15 +14,15 @@ smp = pytest.importorskip('segmentation_models_pytorch')
 from reference_models import authors_checkpoint  # noqa: E402
 
 import inline_dense.smp  # noqa: E402,F401  (registers the encoders)
-from helpers import NARROW  # noqa: E402
+from helpers import PYRAMIDS, SHALLOW  # noqa: E402
 
-# narrow, one block per stage: each decoder's wiring checked quickly
-ENCODERS = NARROW
+# narrow, one block per stage: each decoder's wiring checked quickly; the pyramids (smp refuses a plain ViT)
+ENCODERS = {v: SHALLOW[v] for v in PYRAMIDS}
 DECODERS = ('Unet', 'UPerNet', 'FPN', 'Segformer', 'Linknet', 'MAnet', 'UnetPlusPlus')
 
 
 def build(decoder, variant, classes=3, **kwargs):
-    return getattr(smp, decoder)(f'tu-{variant}', encoder_weights=None, classes=classes, depths=(1, 1, 1, 1),
+    return getattr(smp, decoder)(f'tu-{variant}', encoder_weights=None, classes=classes,
                                  drop_path_rate=0.0, **ENCODERS[variant], **kwargs)
 
 

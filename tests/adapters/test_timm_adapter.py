@@ -12,17 +12,17 @@ import torch
 from reference_models import FIXTURES  # noqa: E402
 
 import inline_dense.timm  # noqa: F401  (registers the models)
-from helpers import NARROW, SMALLEST, TINY_KINDS
+from helpers import SHALLOW, SMALLEST, STRIDES, TINY_KINDS
+from inline_dense import registry, variants
 from inline_dense.checkpoint import PUBLISHED
 from inline_dense.models.classifier import VARIANTS
 
 SMALL_PRESETS = tuple(SMALLEST.values())
-# the t presets' attention kinds with one block per stage and narrow stages: the contract, quickly
-_NARROW = NARROW
 
 
 def small(variant, **kwargs):
-    return timm.create_model(variant, depths=(1, 1, 1, 1), drop_path_rate=0.0, **_NARROW[variant], **kwargs)
+    """The t preset's attention kinds with one block per stage and narrow stages: the contract, quickly."""
+    return timm.create_model(variant, drop_path_rate=0.0, **SHALLOW[variant], **kwargs)
 
 SIZE = (72, 88)  # not multiples of 32
 
@@ -31,14 +31,7 @@ def fixture_model(kind, **kwargs):
     """timm model of the fixture's arch (``<kind>_mini``), the authors' file loaded through timm."""
     ref = torch.load(os.path.join(FIXTURES, f'inline_{kind}_mini_reference.pt'), weights_only=True)
     a = ref['arch']
-    if kind == 'swin':
-        arch = dict(embed_dims=a['embed_dim'], depths=a['depths'], num_heads=a['num_heads'], attn_type=a['attn_type'])
-    elif kind == 'cswin':
-        arch = dict(embed_dims=a['embed_dim'], depths=a['depth'], num_heads=a['num_heads'],
-                    split_size=a['split_size'], attn_type=a['attn_type'], mlp_ratio=a['mlp_ratio'])
-    else:
-        arch = dict(embed_dims=a['embed_dims'], depths=a['depths'], num_heads=a['num_heads'],
-                    mlp_ratios=a['mlp_ratios'], attn_type=a['attn_type'], sr_ratios=a['sr_ratios'])
+    arch = {ours: a[theirs] for theirs, ours in registry.family(kind).fixture.arguments.items()}
     authors_file = os.path.join(FIXTURES, f'inline_{kind}_mini_authors_layout.pth')
     kwargs.setdefault('pretrained_cfg_overlay', dict(file=authors_file))
     kwargs.setdefault('pretrained', True)
@@ -57,18 +50,20 @@ def test_meta_construction_and_pretrained_cfg(variant):
         model = timm.create_model(variant)
         features = timm.create_model(variant, features_only=True)
     cfg = model.pretrained_cfg
+    size = variants.variant(variant).weights.input_size  # each InLine-DeiT its own (224 / 288 / 448)
+    outputs = variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)
     assert cfg['url'] == PUBLISHED[variant].url and cfg['custom_load'] is True
     assert cfg['mean'] == timm.data.IMAGENET_DEFAULT_MEAN and cfg['std'] == timm.data.IMAGENET_DEFAULT_STD
-    assert cfg['input_size'] == (3, 224, 224) and cfg['interpolation'] == 'bicubic'
+    assert cfg['input_size'] == (3, size, size) and cfg['interpolation'] == 'bicubic'
     assert cfg['crop_pct'] == 0.875 and cfg['crop_mode'] == 'squash'  # Swin's codebase: resize 256x256, crop 224
     assert model.default_cfg is model.pretrained_cfg
     state = model.state_dict()
     assert cfg['first_conv'] + '.weight' in state and cfg['classifier'] + '.weight' in state
     assert state['head.weight'].shape == (1000, model.num_features)
     assert model.num_features == model.backbone.embed_dims[-1]
-    assert [f['reduction'] for f in model.feature_info] == [4, 8, 16, 32]
-    assert features.feature_info.reduction() == [4, 8, 16, 32]
-    assert features.feature_info.channels() == list(model.backbone.embed_dims)
+    assert [f['reduction'] for f in model.feature_info] == [o.stride for o in outputs]
+    assert features.feature_info.reduction() == [o.stride for o in outputs]
+    assert features.feature_info.channels() == [o.channels for o in outputs] == list(model.backbone.embed_dims)
     assert not any(k.startswith(('head.', 'norm.')) for k in features.state_dict())
 
 
@@ -171,11 +166,12 @@ def test_grad_checkpointing_leaves_outputs_and_gradients_unchanged(variant):
 @pytest.mark.parametrize('variant', SMALL_PRESETS)
 def test_features_only_strides_and_pruning(variant):
     model = small(variant, features_only=True, out_indices=(0, 2)).eval()
-    assert model.feature_info.reduction() == [4, 16]
+    strides = [STRIDES[variant][0], STRIDES[variant][2]]
+    assert model.feature_info.reduction() == strides
     assert len(model.model.backbone.stages) == 3  # the last stage is pruned away
     with torch.no_grad():
         maps = model(torch.randn(1, 3, *SIZE))
-    assert [tuple(m.shape[-2:]) for m in maps] == [(18, 22), (5, 6)]
+    assert [tuple(m.shape[-2:]) for m in maps] == [(math.ceil(SIZE[0] / s), math.ceil(SIZE[1] / s)) for s in strides]
     assert [m.shape[1] for m in maps] == model.feature_info.channels()
     out = sum(m.sum() for m in model.train()(torch.randn(2, 3, 64, 64)))
     out.backward()
@@ -188,7 +184,9 @@ def test_full_presets_run_at_any_size():
         model = timm.create_model(variant, features_only=True).eval()
         with torch.no_grad():
             maps = model(torch.randn(1, 3, 36, 50))
-        assert [tuple(m.shape[-2:]) for m in maps] == [(9, 13), (5, 7), (3, 4), (2, 2)]
+        strides = model.feature_info.reduction()
+        assert strides == [o.stride for o in variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)]
+        assert [tuple(m.shape[-2:]) for m in maps] == [(math.ceil(36 / s), math.ceil(50 / s)) for s in strides]
         assert [m.shape[1] for m in maps] == model.feature_info.channels()
 
 

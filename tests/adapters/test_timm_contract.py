@@ -7,6 +7,8 @@ Family-level properties run on narrow one-block models of the t presets (seconds
 per-variant checks that need the real arch (cfgs, parameter names) build on the meta device.
 ``tools/ecosystem_tests.py`` runs timm's test file itself.
 """
+import math
+
 import pytest
 import segmentation_models_pytorch as smp
 import timm
@@ -17,19 +19,19 @@ from timm.models._manipulate import reinit_non_persistent_buffers
 from torchvision.models.feature_extraction import create_feature_extractor
 
 import inline_dense.smp  # noqa: F401  (registers the models with timm and smp)
-from helpers import NARROW, SMALLEST
+from helpers import PYRAMIDS, SHALLOW, SMALLEST, TOKEN_HEADS
+from inline_dense import variants
 from inline_dense.models.classifier import VARIANTS
 from inline_dense.models.tracing import FX_LEAF_MODULES
 
 SMALL = tuple(SMALLEST.values())
-_NARROW = NARROW
 X = (1, 3, 72, 88)  # not multiples of 32: every stage pads
 
 
 def small(variant, seed=0, **kwargs):
     """A one-block-per-stage, narrow model of the variant's family (its attention kinds), seeded."""
     torch.manual_seed(seed)
-    return timm.create_model(variant, depths=(1, 1, 1, 1), drop_path_rate=0.0, **_NARROW[variant], **kwargs).eval()
+    return timm.create_model(variant, drop_path_rate=0.0, **SHALLOW[variant], **kwargs).eval()
 
 
 @pytest.fixture(scope='module')
@@ -38,7 +40,7 @@ def x():
 
 
 # ----------------------------------------------------------------------------- pooling and head
-@pytest.mark.parametrize('variant', SMALL)
+@pytest.mark.parametrize('variant', [v for v in SMALL if v not in TOKEN_HEADS])
 def test_global_pool_choices_and_unpooled_forward(variant, x):
     model = small(variant)
     with torch.no_grad():
@@ -57,6 +59,31 @@ def test_global_pool_choices_and_unpooled_forward(variant, x):
         assert model(x).shape == (1, 5, 3, 3)
     with pytest.raises(ValueError, match="global_pool='token'"):
         small(variant, global_pool='token')
+
+
+@pytest.mark.parametrize('variant', TOKEN_HEADS)
+def test_a_vits_pools_over_its_tokens(variant, x):
+    """timm's VisionTransformer: forward_features gives the normed tokens, cls first; 'token' (the
+    default) pools the cls token, 'avg' / 'max' / 'avgmax' the others, '' keeps them all."""
+    model = small(variant)
+    grid = math.ceil(X[2] / 16) * math.ceil(X[3] / 16)
+    with torch.no_grad():
+        tokens = model.forward_features(x)
+        assert tokens.shape == (1, 1 + grid, model.num_features) and model.global_pool == 'token'
+        patches = tokens[:, 1:]
+        expected = {'token': tokens[:, 0], 'avg': patches.mean(1), 'max': patches.amax(1),
+                    'avgmax': 0.5 * (patches.mean(1) + patches.amax(1)), '': tokens}
+        for pool, pooled in expected.items():
+            model.reset_classifier(0, pool)
+            torch.testing.assert_close(model(x), pooled, rtol=0, atol=0)
+        model.reset_classifier(5, '')  # with a head: per-token logits
+        assert model(x).shape == (1, 1 + grid, 5)
+        final, maps = small(variant).forward_intermediates(x, norm=True)
+        torch.testing.assert_close(final, tokens, rtol=0, atol=0)
+        # norm=True: every block's grid through the final norm, as timm's ViT
+        torch.testing.assert_close(maps[-1].flatten(2).transpose(1, 2), tokens[:, 1:], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="global_pool='map'"):
+        small(variant, global_pool='map')
 
 
 # ----------------------------------------------------------------------------- features
@@ -99,14 +126,16 @@ def test_no_weight_decay_and_group_matcher(variant):
         assert nwd and all(n.endswith('relative_position_bias_table') for n in nwd)
     elif variant.startswith('inline_pvt'):  # a position embedding per stage
         assert sorted(nwd) == [f'backbone.stages.{i}.pos_embed' for i in range(4)]
-    else:  # CSwin: nothing beyond the 1-D parameters timm leaves undecayed anyway
-        assert nwd == set()
+    # the family's endings (CSwin: none beyond the 1-D parameters timm leaves undecayed anyway)
+    endings = variants.spec_of(variant).head.no_weight_decay
+    assert nwd == {n for n in names if endings and n.endswith(endings)}
     groups = timm.models.group_parameters(model, model.group_matcher(coarse=False))
     grouped = [n for g in groups.values() for n in g]
     assert sorted(grouped) == sorted(names)  # every parameter in exactly one group
     coarse = timm.models.group_parameters(model, model.group_matcher(coarse=True))
-    # the stem (none in PVT: its patch embeddings belong to the stages), 4 stages, then norm and head
-    assert len(coarse) == 6 - variant.startswith('inline_pvt')
+    # the stem (none in PVT: its patch embeddings belong to the stages), the stages (a ViT's blocks),
+    # then norm and head
+    assert len(coarse) == len(model.backbone.stages) + 2 - variant.startswith('inline_pvt')
 
 
 @pytest.mark.parametrize('variant', SMALL)
@@ -125,7 +154,7 @@ def test_timm_optimizer_factory_keeps_tables_and_embeddings_undecayed(variant):
 @pytest.mark.parametrize('variant', SMALL)
 def test_meta_build_to_empty_then_load_or_reinit_equals_a_normal_build(variant, x):
     normal = small(variant)
-    kwargs = dict(depths=(1, 1, 1, 1), drop_path_rate=0.0, **_NARROW[variant])
+    kwargs = dict(drop_path_rate=0.0, **SHALLOW[variant])
     with torch.device('meta'):
         loaded = timm.create_model(variant, **kwargs)
         reinit = timm.create_model(variant, **kwargs)
@@ -191,8 +220,9 @@ def test_torchscript_model_features_and_smp_encoder(variant, x):
         batch, valid_hw = torch.cat([x, torch.randn(X)]), [(72, 88), (40, 50)]
         for a, b in zip(torch.jit.script(backbone)(batch, valid_hw), backbone(batch, valid_hw)):
             assert torch.equal(a, b)
-        encoder = smp.encoders.get_encoder(f'tu-{variant}', encoder_weights=None, depths=(1, 1, 1, 1),
-                                           **_NARROW[variant]).eval()
+        if variant not in PYRAMIDS:  # smp refuses a single-stride encoder (tests/adapters/test_smp_encoders.py)
+            return
+        encoder = smp.encoders.get_encoder(f'tu-{variant}', encoder_weights=None, **SHALLOW[variant]).eval()
         assert encoder._is_torch_scriptable
         sample = torch.randn(1, 3, 64, 64)
         for a, b in zip(torch.jit.script(encoder)(sample), encoder(sample)):

@@ -156,7 +156,7 @@ def test_gradients_reach_every_parameter(kind, tiny_backbone):
 def test_frozen_stages_have_no_trainable_parameters(kind, frozen, tiny_backbone):
     model = tiny_backbone(kind, frozen_stages=frozen)
     model.train()
-    frozen_mods = list(model.stages[:frozen]) + [model.out_norms[str(i)] for i in range(frozen) if str(i) in model.out_norms]
+    frozen_mods = list(model.stages[:frozen]) + [norm for i, norm in model.out_norms.items() if int(i) < frozen]
     frozen_mods += model.stem_modules()
     for mod in frozen_mods:
         assert not any(p.requires_grad for p in mod.parameters())

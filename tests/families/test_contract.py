@@ -49,6 +49,12 @@ def same(a, b, tol: float = 1e-5) -> bool:
                                     for x, y in zip(a, b))
 
 
+def one_stride(spec: FamilySpec) -> bool:
+    """A plain backbone (one map stride for every output, a ViT): no pyramid for smp's decoders and
+    torchvision's FPN, which refuse it in one line."""
+    return len({o.stride for o in spec.preset_outputs(spec.weights[0].preset)}) == 1
+
+
 def state_keys(path: str) -> list:
     obj = torch.load(path, weights_only=True)
     return list(obj.get('model', obj))
@@ -194,6 +200,10 @@ def test_timm_features_and_classifier(family):
 def test_smp_takes_it_as_an_encoder(family):
     from inline_dense.smp import encoder_name, smp
     spec, variant = spec_of(family), SMALLEST[family]
+    if one_stride(spec):
+        with pytest.raises(ValueError, match=r'(?i)multi-stride encoder'):
+            smp.Unet(encoder_name(variant), encoder_weights=None, classes=3)
+        return
     model = smp.Unet(encoder_name(variant), encoder_weights=None, classes=3, **spec.tiny).eval()
     with torch.no_grad():
         assert model(torch.randn(1, 3, 64, 96)).shape == (1, 3, 64, 96)
@@ -203,6 +213,10 @@ def test_smp_takes_it_as_an_encoder(family):
 def test_torchvision_fpn_backbone(family):
     from inline_dense.torchvision_detection import inline_fpn_backbone
     spec, variant = spec_of(family), SMALLEST[family]
+    if one_stride(spec):
+        with pytest.raises(ValueError, match='takes a pyramid of strides'):
+            inline_fpn_backbone(variant, out_channels=16, **spec.tiny)
+        return
     backbone = inline_fpn_backbone(variant, out_channels=16, **spec.tiny).eval()
     with torch.no_grad():
         levels = backbone(torch.randn(1, 3, *SIZES[0]))
