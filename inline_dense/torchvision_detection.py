@@ -315,10 +315,6 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
     preset = spec.presets[entry.arch]
     arch = dict(preset, **{k: v for k, v in backbone_kwargs.items() if k in preset and v is not None})
     strides = [o.stride for o in spec.outputs(arch)]
-    if len(set(strides)) < 2:
-        raise ValueError(f'inline_fpn_backbone: {variant} gives maps at stride {strides[0]} only (a plain ViT, one '
-                         f"map per block); torchvision's FPN takes a pyramid of strides: use a pyramid variant such "
-                         f'as {variants.EXAMPLE}.')
     if returned_layers is not None:
         if 'out_indices' in backbone_kwargs:
             raise ValueError(f'inline_fpn_backbone: give returned_layers (1-{len(strides)}) or out_indices '

@@ -47,7 +47,11 @@ HEADS: Dict[str, Tuple[str, str, str]] = {
     'mask2former': ('Mask2Former', 'Instance Segmentation', 'Semantic Segmentation'),
     'sem_fpn': ('Semantic FPN', '', 'Semantic Segmentation'),
     'upernet': ('UperNet', '', 'Semantic Segmentation'),
+    'vitdet': ('ViTDet: Mask R-CNN / RetinaNet + simple pyramid', 'Instance Segmentation / Object Detection', ''),
 }
+# configs/vitdet/ holds two detectors: each config's own model, by its name's start
+VITDET = {'mask-rcnn_': ('Mask R-CNN + simple pyramid (ViTDet)', 'Instance Segmentation', ''),
+          'retinanet_': ('RetinaNet + simple pyramid (ViTDet)', 'Object Detection', '')}
 BACKBONE = re.compile(r'_inline-([a-z]+)-([a-z]+)_')  # 'mask-rcnn_inline-swin-t_fpn_1x_coco' -> swin, t
 
 
@@ -122,7 +126,7 @@ def recipe_of(path: Path) -> str:
 def schedule_of(stem: str) -> str:
     """The schedule part of a config name: ``..._fpn_ms-crop-3x_coco`` -> ``ms-crop-3x``."""
     rest = BACKBONE.split(stem, maxsplit=1)[-1] if BACKBONE.search(stem) else stem
-    parts = [p for p in rest.split('_') if p not in ('fpn', 'coco', 'toy-coco', 'toy-ade')
+    parts = [p for p in rest.split('_') if p not in ('fpn', 'simple-fpn', 'coco', 'toy-coco', 'toy-ade')
              and not p.startswith('ade20k')]
     return '_'.join(parts)
 
@@ -136,6 +140,8 @@ def model_entry(path: Path) -> Dict[str, Any]:
     toy = folder == 'toy'
     ade = 'ade' in stem
     head = next(h for f, h in HEADS.items() if stem.startswith(_head_prefix(f))) if toy else HEADS[folder]
+    if folder == 'vitdet' or (toy and 'simple-fpn' in stem):
+        head = next(h for prefix, h in VITDET.items() if stem.startswith(prefix))
     metadata: Dict[str, Any] = dict(Model=head[0], Task=head[2] if ade else head[1])
     if toy:
         metadata.update(Backbone=f'InLine-{spec.title} (mini)', Pretrained='none (from scratch)',
@@ -151,7 +157,8 @@ def model_entry(path: Path) -> Dict[str, Any]:
 
 def _head_prefix(folder: str) -> str:
     return {'mask_rcnn': 'mask-rcnn_', 'cascade_rcnn': 'cascade-mask-rcnn_', 'retinanet': 'retinanet_',
-            'dino': 'dino-4scale_', 'mask2former': 'mask2former_', 'sem_fpn': 'fpn_', 'upernet': 'upernet_'}[folder]
+            'dino': 'dino-4scale_', 'mask2former': 'mask2former_', 'sem_fpn': 'fpn_', 'upernet': 'upernet_',
+            'vitdet': 'vitdet_'}[folder]
 
 
 def metafile() -> str:
@@ -223,7 +230,10 @@ def preset_table() -> str:
              '|---|---|---|---|---|---|---|']
     for spec in registry.FAMILIES.values():
         for name, preset in spec.presets.items():
-            attn = preset.get('attn_type', 'I' * len(preset['depths']))  # all InLine unless the preset says
+            if 'depth' in preset:  # a plain ViT: one stage of `depth` blocks
+                preset = {('depths' if k == 'depth' else k): v for k, v in preset.items()}
+            stages = preset['depths'] if isinstance(preset['depths'], (list, tuple)) else (1,)
+            attn = preset.get('attn_type', 'I' * len(stages))  # all InLine unless the preset says
             other = ', '.join(f'{k} {show(v)}' for k, v in preset.items() if k not in (*shared, 'attn_type'))
             lines.append(f'| {spec.class_name} | {name} | ' + ' | '.join(show(preset[k]) for k in shared)
                          + f' | {attn} | {other} |')

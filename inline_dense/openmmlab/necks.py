@@ -40,7 +40,7 @@ class SimpleFPN(SimpleFeaturePyramid, BaseModule):
 
     Args:
         backbone_channel: the plain backbone's width ``C``.
-        in_channels: ``[C/4, C/2, C, C]``, the channels after the rescaling branches.
+        in_channels: ``[C/4, C/2, C, C]``, the channels after the rescaling branches (None: derived).
         out_channels: channels of every output (256 for Mask R-CNN / RetinaNet).
         num_outs: 4 or 5 (5 adds the stride-64 level Mask R-CNN's RPN and RetinaNet use).
         norm_cfg: the norm after each deconv / conv (default ``LN2d``).
@@ -50,8 +50,9 @@ class SimpleFPN(SimpleFeaturePyramid, BaseModule):
     a tuple of ``num_outs`` maps at strides 4, 8, 16, 32 (, 64).
     """
 
-    def __init__(self, backbone_channel: int, in_channels: Sequence[int], out_channels: int, num_outs: int,
-                 norm_cfg: Optional[dict] = None, init_cfg: Union[dict, List[dict], None] = None) -> None:
+    def __init__(self, backbone_channel: int, in_channels: Optional[Sequence[int]] = None, out_channels: int = 256,
+                 num_outs: int = 5, norm_cfg: Optional[dict] = None,
+                 init_cfg: Union[dict, List[dict], None] = None) -> None:
         norm_cfg = dict(type='LN2d', requires_grad=True) if norm_cfg is None else norm_cfg
 
         def norm(channels: int) -> nn.Module:
