@@ -92,7 +92,10 @@ SHRUNK_DEPTHS = {spec.class_name: spec.shrunk_depths for spec in registry.FAMILI
 def shrink_backbone(cfg: Any, keep_init: bool = False) -> Any:
     """An mmengine Config whose InLine backbone has ``SHRUNK_DEPTHS``; no pretrained file
     unless ``keep_init``."""
-    cfg.model.backbone.depths = SHRUNK_DEPTHS[cfg.model.backbone.type]
+    spec = registry.family_of_class(cfg.model.backbone.type)
+    if spec is None:
+        raise KeyError(f'{cfg.model.backbone.type} is no InLine backbone')
+    cfg.model.backbone.update(spec.shrunk())  # depths per stage (a plain ViT: depth)
     if not keep_init:
         cfg.model.backbone.init_cfg = None
     return cfg

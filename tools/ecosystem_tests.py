@@ -10,7 +10,11 @@ before timm's file builds its parameter lists, and keeps only the cases of InLin
 
 - timm: every test of ``test_models.py`` parametrised with an ``inline_*`` model, except the two
   that download weights (``test_model_load_pretrained``, ``test_model_features_pretrained``: they
-  need the network; our own tests load the authors' files offline).
+  need the network; our own tests load the authors' files offline). timm sorts its models by name
+  patterns: those whose ``forward_features`` gives tokens, not a map (``vit_*``, ``deit*``, ...), are
+  ``NON_STD_FILTERS``, checked by the token-aware tests (``test_model_default_cfgs_non_std``) and
+  left out of the map-only ones. The copied file gets the InLine ViTs (families whose head reads the
+  cls token: ``inline_deit_*``) added to that list, as timm lists its own DeiTs.
 - smp: ``BaseEncoderTester`` (smp's encoder contract) for ``tu-inline_swin_t``, ``tu-inline_pvt_t``
   and ``tu-inline_cswin_t``, with ``supports_dilated = False`` (smp's setting for encoders without
   dilated stages: the test then checks that output stride 8 / 16 is refused with a ValueError).
@@ -33,6 +37,12 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from inline_dense import registry  # noqa: E402  (plain data: the families)
+
+# timm's name patterns of models whose forward_features gives tokens (timm's ViT contract)
+TOKEN_MODELS = [f'inline_{name}_*' for name, spec in registry.FAMILIES.items() if spec.head.pool == 'token']
 NETWORK_TESTS = ('test_model_load_pretrained', 'test_model_features_pretrained')
 SMP_ENCODERS = ('tu-inline_swin_t', 'tu-inline_pvt_t', 'tu-inline_cswin_t')
 
@@ -89,8 +99,16 @@ def run_pytest(cwd: Path, args: List[str], extra_path: Optional[Path] = None) ->
     return counts
 
 
+def with_token_models(text: str) -> str:
+    """timm's test file with ``TOKEN_MODELS`` in its ``NON_STD_FILTERS`` (see the module's docstring)."""
+    marker = 'NON_STD_FILTERS = ['
+    if marker not in text:
+        raise SystemExit(f"ecosystem_tests: timm's test file has no '{marker}': is it tests/test_models.py?")
+    return text.replace(marker, marker + ''.join(f'{p!r}, ' for p in TOKEN_MODELS), 1)
+
+
 def timm_suite(test_file: Path, work: Path, pytest_args: List[str]) -> Dict[str, int]:
-    shutil.copy(test_file, work / 'test_models.py')
+    (work / 'test_models.py').write_text(with_token_models(test_file.read_text()))
     (work / 'conftest.py').write_text(TIMM_CONFTEST)
     return run_pytest(work, ['test_models.py', *pytest_args])
 

@@ -161,3 +161,10 @@ class FamilySpec:
 
     def weights_of_preset(self, preset: str) -> List[Weights]:
         return [w for w in self.weights if w.preset == preset]
+
+    def shrunk(self) -> Dict[str, Any]:
+        """The backbone arguments that give ``shrunk_depths``: ``depths`` per stage, or for a plain ViT
+        (presets with ``depth``, its stages its blocks) ``depth``, their sum."""
+        if 'depth' in next(iter(self.presets.values())):
+            return dict(depth=sum(self.shrunk_depths))
+        return dict(depths=self.shrunk_depths)

@@ -123,13 +123,10 @@ class InLineBackboneBase(nn.Module):
         Each stage is ``stage.enter`` (patch embedding / merge into it), its blocks, its output
         (``taps.i``), then ``stage.leave`` (Swin's patch merging at the stage's end).
         """
-        h, w = x.shape[-2], x.shape[-1]
         if not torch.jit.is_scripting():
             check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
             if not is_fx_symbolic_tracing() and x.shape[0] == 0:  # empty outputs of the usual shapes (a tuple)
-                empty = [x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
-                                     (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices]
-                return tuple(empty)  # type: ignore[return-value]
+                return tuple(self.empty_outputs(x)[0])  # type: ignore[return-value]
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)  # e.g. float16 images into a float32 model
         outs, _ = self.run_stages(x, valid_hw)
@@ -145,9 +142,19 @@ class InLineBackboneBase(nn.Module):
         classifier head reads."""
         if not torch.jit.is_scripting():
             check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
+            if not is_fx_symbolic_tracing() and x.shape[0] == 0:
+                return self.empty_outputs(x)
             param = next(self.parameters(), None)
             x = x if param is None else x.to(param.dtype)
         return self.run_stages(x, valid_hw)
+
+    @torch.jit.unused
+    def empty_outputs(self, x: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """An empty batch's outputs (0, C_i, ceil(H / s_i), ceil(W / s_i)) and prefix tokens (0, P, C_i)."""
+        h, w = x.shape[-2], x.shape[-1]
+        maps = [x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
+                            (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices]
+        return maps, [x.new_zeros(0, self.num_prefix_tokens, self.embed_dims[i]) for i in self.out_indices]
 
     def run_stages(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[List[torch.Tensor],
                                                                                   List[torch.Tensor]]:

@@ -84,6 +84,10 @@ def test_a_vits_pools_over_its_tokens(variant, x):
         torch.testing.assert_close(maps[-1].flatten(2).transpose(1, 2), tokens[:, 1:], rtol=0, atol=0)
     with pytest.raises(ValueError, match="global_pool='map'"):
         small(variant, global_pool='map')
+    # timm's ViT size arguments are taken; the grid follows any input (dynamic_img_size's behaviour)
+    sized = small(variant, img_size=64, dynamic_img_size=True, num_classes=0)
+    with torch.no_grad():
+        assert sized.forward_features(x).shape == tokens.shape
 
 
 # ----------------------------------------------------------------------------- features

@@ -291,9 +291,10 @@ def test_unknown_name_and_unknown_url(monkeypatch):
 
 
 def test_published_table_has_every_variant_with_the_authors_top1():
-    assert set(sources.PUBLISHED) == {f'inline_{a}_{s}' for a, sizes in
-                                      (('swin', 'tsb'), ('pvt', 'tsml'), ('cswin', 'tsb')) for s in sizes}
+    families = (('swin', 'tsb'), ('pvt', 'tsml'), ('cswin', 'tsb'), ('deit', 'tsb'))
+    assert set(sources.PUBLISHED) == {f'inline_{a}_{s}' for a, sizes in families for s in sizes}
     assert [sources.PUBLISHED[f'inline_cswin_{s}'].top1 for s in 'tsb'] == [83.2, 83.8, 84.5]
+    assert [sources.PUBLISHED[f'inline_deit_{s}'].top1 for s in 'tsb'] == [74.5, 80.2, 82.3]
     for published in sources.PUBLISHED.values():
         assert published.url.startswith('https://cloud.tsinghua.edu.cn/f/') and published.url.endswith('/?dl=1')
 

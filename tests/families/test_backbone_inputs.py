@@ -23,6 +23,10 @@ def test_an_empty_batch_gives_empty_outputs(kind):
     model = build_tiny(kind).eval()
     outs = model(torch.zeros(0, 3, 64, 96))
     assert [tuple(o.shape) for o in outs] == expected_shapes(model, 0, 64, 96)
+    maps, prefixes = model.forward_with_prefix(torch.zeros(0, 3, 64, 96))  # what a classifier head reads
+    assert [tuple(o.shape) for o in maps] == expected_shapes(model, 0, 64, 96)
+    assert [tuple(p.shape) for p in prefixes] == [(0, model.num_prefix_tokens, model.embed_dims[i])
+                                                  for i in model.out_indices]
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])

@@ -137,6 +137,7 @@ WHOLE_BACKBONES = {
     'swin': dict(embed_dims=32, depths=(1, 1, 2, 1)),
     'pvt': dict(mlp_ratios=(4, 4, 4, 4), attn_type='IIIS'),
     'cswin': dict(),
+    'deit': dict(out_indices=(0, 1, 2, 3)),  # every block's map
 }
 
 

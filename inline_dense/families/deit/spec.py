@@ -36,7 +36,7 @@ SPEC = FamilySpec(
     outputs=outputs,
     tiny=dict(embed_dims=16, depth=4, num_heads=2),  # as many blocks as the pyramids' stages (the tests freeze 4)
     every_kind_once=dict(depth=1),  # every block is alike
-    shrunk_depths=(2,),
+    shrunk_depths=(1, 1),  # two blocks (spec.shrunk(): depth=2)
     small=dict(embed_dims=96, depth=3, num_heads=3),
     fixture=Fixture('inline_deit_mini', dict(embed_dim='embed_dims', depth='depth', num_heads='num_heads',
                                              mlp_ratio='mlp_ratio', qkv_bias='qkv_bias', img_size='pretrain_img_size',
