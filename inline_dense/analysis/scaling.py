@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
+from ..models import InLineDeiT
 from . import jobs, report
 
 WIDTH, DEPTH, HEADS = 320, 12, 10  # InLine-DeiT-S
@@ -47,7 +48,6 @@ class TimmFeatures(nn.Module):
 def build(name: str, hw: Tuple[int, int]) -> nn.Module:
     """One of :data:`MODELS` for an input of ``hw`` (random weights)."""
     if name == 'inline-deit-s':
-        from ..models import InLineDeiT
         return InLineDeiT('small', with_cls_token=False, out_indices=(DEPTH - 1,), drop_path_rate=0.0)
     if name not in MODELS:
         raise ValueError(f'scaling: unknown model {name!r}; one of {", ".join(MODELS)}')
