@@ -54,6 +54,7 @@ from .checkpoint import SCHEME, Advice, load_pretrained
 from .families import backbone_class
 from .layers.backbone import InLineBackboneBase
 from .layers.padding import PaddedBatchSizes, valid_grid_mask
+from .layers.simple_pyramid import NormFactory, SimpleFeaturePyramid
 from .typing import HW
 
 
@@ -155,6 +156,61 @@ class InLineFPNBackbone(nn.Module):
         return (h + 1) // 2, (w + 1) // 2
 
 
+class InLinePlainPyramidBackbone(InLineFPNBackbone):
+    """A plain backbone (InLine-DeiT: every output at stride 16) and ViTDet's simple feature pyramid
+    (:class:`inline_dense.layers.simple_pyramid.SimpleFeaturePyramid`) from its last output:
+    (B, 3, H, W) -> ``OrderedDict`` '0'-'3' (strides 4, 8, 16, 32) and 'pool' (stride 64, ViTDet's
+    ``LastLevelMaxPool``), each (B, out_channels, ceil(H / s), ceil(W / s)).
+
+    Padding as :class:`InLineFPNBackbone`: with the batch's real sizes, every map is zeroed beyond an
+    image's area after each rescaling, 1x1 and 3x3 convolution, and the max-pools see padded cells as
+    -inf (as a window past an image alone's border is ignored), so an image's maps do not depend on
+    its batch-mates. ``norm_layer``: a factory ``channels -> module`` for the pyramid's norms (default
+    LayerNorm over channels, as ViTDet).
+    """
+
+    def __init__(self, body: InLineBackboneBase, out_channels: int = 256,
+                 extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
+                 norm_layer: Optional[Callable[..., nn.Module]] = None) -> None:
+        nn.Module.__init__(self)
+        if extra_blocks is not None and not isinstance(extra_blocks, tv_fpn.LastLevelMaxPool):
+            raise ValueError(f'inline_fpn_backbone: the simple pyramid of a plain backbone adds its own stride-64 '
+                             f"'pool' level (LastLevelMaxPool); extra_blocks={type(extra_blocks).__name__} is not "
+                             f'supported: leave extra_blocks out (RetinaNet and FCOS take the 5 levels too).')
+        self.body = body
+        outputs = body.output_info()
+        last = outputs[body.out_indices[-1]]
+        norm: Optional[NormFactory] = norm_layer
+        self.pyramid = SimpleFeaturePyramid(last['num_chs'], out_channels, num_outs=5, norm_layer=norm)
+        self.strides = [last['reduction'] // 4, last['reduction'] // 2, last['reduction'], last['reduction'] * 2]
+        self.level_strides = self.strides + [self.strides[-1] * 2]
+        self.extra_blocks = tv_fpn.LastLevelMaxPool()  # what pass_image_sizes reads: one 'pool' level
+        self.current_sizes = None
+        self.out_channels = out_channels
+        self._recorded = PaddedBatchSizes()
+
+    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
+        sizes = [(int(s[0]), int(s[1])) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
+        self.current_sizes = sizes
+        feat = self.body(x, sizes)[-1]
+        pyramid = self.pyramid
+
+        def keep(t: torch.Tensor, stride: int, fill: float = 0.0) -> torch.Tensor:
+            if sizes is None:
+                return t
+            return t.masked_fill(valid_area_mask(sizes, (t.shape[-2], t.shape[-1]), stride, t.device) == 0, fill)
+
+        feat = keep(feat, self.strides[2])
+        outs = []
+        for i, (rescale, lateral, output) in enumerate(zip(pyramid.rescale, pyramid.lateral_convs,
+                                                           pyramid.output_convs)):
+            source = keep(feat, self.strides[2], float('-inf')) if i == 3 else feat  # max-pool: padding never wins
+            level = keep(rescale(source), self.strides[i])
+            outs.append(keep(output(keep(lateral(level), self.strides[i])), self.strides[i]))
+        pool = nn.functional.max_pool2d(outs[-1], 1, stride=2)
+        return OrderedDict(zip(['0', '1', '2', '3', 'pool'], outs + [keep(pool, self.level_strides[-1])]))
+
+
 SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not supported: the backbone keeps each '
                   "batch's image sizes in Python state (pass_image_sizes) and the InLine attention's control flow "
                   'is not TorchScript; run the detector eagerly.')
@@ -231,7 +287,10 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
                         norm_layer: Optional[Callable[..., nn.Module]] = None,
                         **backbone_kwargs) -> InLineFPNBackbone:
     """An InLine backbone + FPN for torchvision's detectors, with the options of torchvision's
-    ``resnet_fpn_backbone``.
+    ``resnet_fpn_backbone``. A plain backbone (InLine-DeiT, every output at stride 16) gets ViTDet's
+    simple feature pyramid from its last returned block instead (:class:`InLinePlainPyramidBackbone`:
+    '0'-'3' at strides 4-32 and 'pool'; by default from the last block; ``norm_layer`` replaces its
+    LayerNorms; ``extra_blocks`` must be left out).
 
     Args:
         variant: a name of :data:`inline_dense.variants.VARIANTS` (those of ``inline://``); the
@@ -256,10 +315,6 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
     preset = spec.presets[entry.arch]
     arch = dict(preset, **{k: v for k, v in backbone_kwargs.items() if k in preset and v is not None})
     strides = [o.stride for o in spec.outputs(arch)]
-    if len(set(strides)) < 2:
-        raise ValueError(f'inline_fpn_backbone: {variant} gives maps at stride {strides[0]} only (a plain ViT, one '
-                         f"map per block); torchvision's FPN takes a pyramid of strides: use a pyramid variant such "
-                         f'as {variants.EXAMPLE}.')
     if returned_layers is not None:
         if 'out_indices' in backbone_kwargs:
             raise ValueError(f'inline_fpn_backbone: give returned_layers (1-{len(strides)}) or out_indices '
@@ -270,10 +325,14 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
             raise ValueError('inline_fpn_backbone: give trainable_layers (torchvision) or frozen_stages, not both.')
         backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, len(strides))
     family: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
+    plain = len(set(strides)) == 1  # InLine-DeiT: one stride-16 map per block -> the simple pyramid
+    if plain and returned_layers is None:
+        backbone_kwargs.setdefault('out_indices', (len(strides) - 1,))
     body = family(arch=entry.arch, **backbone_kwargs)
     if checkpoint is not None:
         load_pretrained(body, checkpoint, advice=torchvision_advice(variant))
-    return InLineFPNBackbone(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
+    pyramid = InLinePlainPyramidBackbone if plain else InLineFPNBackbone
+    return pyramid(body, out_channels, extra_blocks=extra_blocks, norm_layer=norm_layer)
 
 
 NORMS = (nn.GroupNorm, nn.InstanceNorm2d)  # statistics over each map, padding included (BatchNorm in eval: none)
@@ -301,8 +360,10 @@ def pass_image_sizes(model: nn.Module) -> nn.Module:
     else:
         raise TypeError(f'pass_image_sizes: {type(model).__name__} is not one of the torchvision detectors it '
                         f'supports (FasterRCNN, MaskRCNN, KeypointRCNN, RetinaNet, FCOS).')
-    if not isinstance(backbone.fpn.extra_blocks, (tv_fpn.LastLevelMaxPool, tv_fpn.LastLevelP6P7)):
-        raise TypeError(f'pass_image_sizes: the FPN\'s extra_blocks is a {type(backbone.fpn.extra_blocks).__name__}, '
+    extra_blocks = backbone.extra_blocks if isinstance(backbone, InLinePlainPyramidBackbone) else \
+        backbone.fpn.extra_blocks
+    if not isinstance(extra_blocks, (tv_fpn.LastLevelMaxPool, tv_fpn.LastLevelP6P7)):
+        raise TypeError(f'pass_image_sizes: the FPN\'s extra_blocks is a {type(extra_blocks).__name__}, '
                         f'whose levels\' strides it does not know; it supports LastLevelMaxPool and '
                         f'LastLevelP6P7.')
     norms = sorted({type(m).__name__ for m in scorer.modules() if isinstance(m, NORMS)})

@@ -70,6 +70,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--compile', nargs='?', const='inductor', default=None, metavar='BACKEND',
                    help='instead: torch.compile(dynamic=True) with BACKEND (default inductor) vs eager, on '
                         'every resolution in turn, in one process: first-call (compile) time, graphs, speed-up')
+    p.add_argument('--scaling', nargs='*', type=int, default=None, metavar='SIDE',
+                   help='instead: the scaling figure (inline_dense.analysis.scaling): InLine-DeiT-S, ViTDet-layout '
+                        'and global softmax ViTs of one shape at 512-2048 (4096 forward), or at the SIDEs given')
     args = p.parse_args(argv)
     if args.models is None:
         args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
@@ -194,6 +197,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.compile:
         payload = run_compile(args)
+    elif args.scaling is not None:
+        from inline_dense.analysis import scaling
+        payload = scaling.benchmark(args)
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)

@@ -47,7 +47,11 @@ HEADS: Dict[str, Tuple[str, str, str]] = {
     'mask2former': ('Mask2Former', 'Instance Segmentation', 'Semantic Segmentation'),
     'sem_fpn': ('Semantic FPN', '', 'Semantic Segmentation'),
     'upernet': ('UperNet', '', 'Semantic Segmentation'),
+    'vitdet': ('ViTDet: Mask R-CNN / RetinaNet + simple pyramid', 'Instance Segmentation / Object Detection', ''),
 }
+# configs/vitdet/ holds two detectors: each config's own model, by its name's start
+VITDET = {'mask-rcnn_': ('Mask R-CNN + simple pyramid (ViTDet)', 'Instance Segmentation', ''),
+          'retinanet_': ('RetinaNet + simple pyramid (ViTDet)', 'Object Detection', '')}
 BACKBONE = re.compile(r'_inline-([a-z]+)-([a-z]+)_')  # 'mask-rcnn_inline-swin-t_fpn_1x_coco' -> swin, t
 
 
@@ -124,7 +128,7 @@ def recipe_of(path: Path) -> str:
 def schedule_of(stem: str) -> str:
     """The schedule part of a config name: ``..._fpn_ms-crop-3x_coco`` -> ``ms-crop-3x``."""
     rest = BACKBONE.split(stem, maxsplit=1)[-1] if BACKBONE.search(stem) else stem
-    parts = [p for p in rest.split('_') if p not in ('fpn', 'coco', 'toy-coco', 'toy-ade')
+    parts = [p for p in rest.split('_') if p not in ('fpn', 'simple-fpn', 'coco', 'toy-coco', 'toy-ade')
              and not p.startswith('ade20k')]
     return '_'.join(parts)
 
@@ -138,6 +142,8 @@ def model_entry(path: Path) -> Dict[str, Any]:
     toy = folder == 'toy'
     ade = 'ade' in stem
     head = next(h for f, h in HEADS.items() if stem.startswith(_head_prefix(f))) if toy else HEADS[folder]
+    if folder == 'vitdet' or (toy and 'simple-fpn' in stem):
+        head = next(h for prefix, h in VITDET.items() if stem.startswith(prefix))
     metadata: Dict[str, Any] = dict(Model=head[0], Task=head[2] if ade else head[1])
     if toy:
         metadata.update(Backbone=f'InLine-{spec.title} (mini)', Pretrained='none (from scratch)',
@@ -153,7 +159,8 @@ def model_entry(path: Path) -> Dict[str, Any]:
 
 def _head_prefix(folder: str) -> str:
     return {'mask_rcnn': 'mask-rcnn_', 'cascade_rcnn': 'cascade-mask-rcnn_', 'retinanet': 'retinanet_',
-            'dino': 'dino-4scale_', 'mask2former': 'mask2former_', 'sem_fpn': 'fpn_', 'upernet': 'upernet_'}[folder]
+            'dino': 'dino-4scale_', 'mask2former': 'mask2former_', 'sem_fpn': 'fpn_', 'upernet': 'upernet_',
+            'vitdet': 'vitdet_'}[folder]
 
 
 def metafile() -> str:

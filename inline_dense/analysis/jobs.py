@@ -116,10 +116,11 @@ def measure(model_name: str, height: int, width: int, mode: str = 'infer', devic
     return measure_job(Job(label, height, width, mode, device, batch, warmup, runs, threads, config))
 
 
-def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False) -> Dict[str, Any]:
-    """The job's row from a fresh ``python -m inline_dense.analysis.worker`` process; an error
+def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False,
+                      worker: str = 'inline_dense.analysis.worker') -> Dict[str, Any]:
+    """The job's row from a fresh ``python -m <worker>`` process (default the model zoo's); an error
     row when it crashed, was killed or ran past ``timeout`` seconds."""
-    cmd = [sys.executable, '-m', 'inline_dense.analysis.worker', json.dumps(asdict(job))]
+    cmd = [sys.executable, '-m', worker, json.dumps(asdict(job))]
     env = dict(os.environ, **KEEP_FREED_ENV) if keep_freed else None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -135,18 +136,20 @@ def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False)
 
 def run_sweep(jobs: Sequence[Job], rounds: int = 1, timeout: float = 3600, keep_freed: bool = False,
               on_start: Optional[Callable[[str], None]] = None,
-              on_done: Optional[Callable[[], None]] = None) -> List[Dict[str, Any]]:
+              on_done: Optional[Callable[[], None]] = None,
+              worker: str = 'inline_dense.analysis.worker') -> List[Dict[str, Any]]:
     """Runs every job ``rounds`` times, interleaved (all jobs, then all again, ...), each in
     its own subprocess, and returns one pooled row per job in the order given.
 
-    ``on_start(label)`` / ``on_done()`` are called around each run (for a progress bar).
+    ``on_start(label)`` / ``on_done()`` are called around each run (for a progress bar); ``worker``:
+    the module each subprocess runs (:func:`run_in_subprocess`).
     """
     per_job: Dict[str, List[Dict[str, Any]]] = {job.label: [] for job in jobs}
     for _ in range(rounds):
         for job in jobs:
             if on_start is not None:
                 on_start(job.label)
-            per_job[job.label].append(run_in_subprocess(job, timeout, keep_freed))
+            per_job[job.label].append(run_in_subprocess(job, timeout, keep_freed, worker))
             if on_done is not None:
                 on_done()
     return [pool(rows) for rows in per_job.values()]

@@ -9,7 +9,8 @@ registries):
 2. registry entries in mmengine's root registries (mmdet's and mmseg's registries are its
    children and find them): ``MODELS``: one backbone per family of :mod:`inline_dense.registry`
    under its class name (:mod:`.backbones`: the core backbones with ``init_cfg`` and
-   ``init_weights()``); ``HOOKS``:
+   ``init_weights()``),
+   ``SimpleFPN`` and ``LN2d`` (:mod:`.necks`, ViTDet's simple pyramid); ``HOOKS``:
    ``InLinePaddingMaskHook``, ``AtomicCheckpointHook``, ``DeterministicResumeHook``,
    ``CheckpointFitHook``; ``OPTIM_WRAPPERS``: ``CpuAmpOptimWrapper`` (:mod:`.engine`).
    A name taken by someone else raises mmengine's "already registered" error; nothing is
@@ -32,7 +33,7 @@ from .. import warning_filters  # noqa: E402  (imports nothing else)
 warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
-from . import backbones, engine  # noqa: E402,F401  2. the backbones and the hooks register themselves as defined
+from . import backbones, engine, necks  # noqa: E402,F401  2. backbones, neck, hooks register themselves as defined
 from .backbones import *  # noqa: E402,F401,F403  (every family's registered class, by its name)
 from .engine import image_guards  # noqa: E402
 from .log_bridge import bridge_core_logging  # noqa: E402

@@ -318,3 +318,51 @@ def test_scripting_a_detector_is_refused_in_one_line():
         warnings.simplefilter('ignore', FutureWarning)  # torch 2.14 deprecates torch.jit.script
         torch.jit.script(pass_image_sizes(FasterRCNN(backbone('inline_swin_t'), num_classes=2)))
     assert '\n' not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- a plain backbone (InLine-DeiT)
+def plain_backbone(**kwargs):
+    torch.manual_seed(0)
+    return inline_fpn_backbone('inline_deit_t', out_channels=32, embed_dims=16, depth=2, num_heads=2,
+                               drop_path_rate=0.0, **kwargs)
+
+
+def test_a_plain_backbone_gets_the_simple_pyramid():
+    bb = plain_backbone()
+    assert isinstance(bb, tvd.InLinePlainPyramidBackbone) and bb.body.out_indices == [1]
+    out = bb(torch.randn(2, 3, 80, 112))  # a 5 x 7 grid at stride 16: odd on both sides
+    assert list(out) == ['0', '1', '2', '3', 'pool']
+    assert [tuple(v.shape) for v in out.values()] == [(2, 32, 20, 28), (2, 32, 10, 14), (2, 32, 5, 7),
+                                                      (2, 32, 3, 4), (2, 32, 2, 2)]
+    with pytest.raises(ValueError, match='leave extra_blocks out'):
+        plain_backbone(extra_blocks=LastLevelP6P7(32, 32))
+
+
+def test_mask_rcnn_on_a_plain_backbone_trains_a_step_and_predicts():
+    model = pass_image_sizes(MaskRCNN(plain_backbone(), num_classes=3, box_score_thresh=0.0, **RESIZE))
+    sizes = [IMAGE, LARGER[0]]
+    losses = model(images(sizes), targets(sizes, masks=True))
+    assert 'loss_mask' in losses and all(torch.isfinite(v) for v in losses.values()), losses
+    sum(losses.values()).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all()
+               for p in model.backbone.parameters() if p.requires_grad)
+    model.eval()
+    with torch.no_grad():
+        alone = model(images([IMAGE]))[0]
+        batched = model(images([IMAGE] + LARGER))[0]
+    assert set(alone) == {'boxes', 'labels', 'scores', 'masks'} and len(alone['boxes']) > 10
+    assert detection_distance(alone, batched) <= 1e-4
+
+
+def test_simple_pyramid_levels_do_not_see_the_padding():
+    bb = plain_backbone().eval()
+    image = torch.randn(1, 3, *IMAGE)
+    own = torch.nn.functional.pad(image, (0, 56, 0, 32))
+    big = torch.cat([torch.nn.functional.pad(image, (0, 248, 0, 288)), torch.randn(1, 3, 448, 448)])
+    with torch.no_grad():
+        a, b = bb(own, valid_hw=[IMAGE]), bb(big, valid_hw=[IMAGE, (448, 448)])
+        plain_a, plain_b = bb(own), bb(big)
+    for level in a:
+        h, w = a[level].shape[-2:]
+        assert (a[level] - b[level][:1, :, :h, :w]).abs().max() < 1e-5, level
+    assert (plain_a['0'] - plain_b['0'][:1, :, :48, :64]).abs().max() > 1e-3

@@ -85,3 +85,12 @@ def test_query_head_toys_train_with_two_processes(config, toy_dir, tmp_path):
     """DINO and Mask2Former: every parameter takes part in the loss (DDP checks it from
     iteration 2 on), and the two processes' gradients are reduced over gloo."""
     dist_train(config, tmp_path / 'work', toy_dir, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('config', ['mask-rcnn_inline-deit-mini_simple-fpn_toy-coco.py',
+                                    'upernet_inline-deit-mini_toy-ade.py'])
+def test_plain_backbone_toys_train_with_two_processes(config, toy_dir, tmp_path):
+    """InLine-DeiT through ViTDet's simple pyramid (layer-wise lr decay) and through mmseg's
+    MultiLevelNeck: every parameter takes part in the loss under DDP."""
+    dist_train(config, tmp_path / 'work', toy_dir, 2)

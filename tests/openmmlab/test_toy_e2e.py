@@ -31,6 +31,10 @@ CONFIGS: Dict[str, dict] = {
                                                       options=['model.test_cfg.score_thr=0.0']),
     'upernet_inline-swin-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
     'fpn_inline-pvt-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
+    # the plain backbone: ViTDet's simple pyramid and layer decay; mmseg's MultiLevelNeck
+    'mask-rcnn_inline-deit-mini_simple-fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
+                                                              resume='path'),
+    'upernet_inline-deit-mini_toy-ade.py': dict(metrics=('mIoU', 'mAcc', 'aAcc'), resume='auto'),
 }
 
 

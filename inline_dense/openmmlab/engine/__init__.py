@@ -10,7 +10,8 @@ runners find them):
   uninterrupted one (the generators' states travel in the checkpoints);
 * ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
 
-and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU).
+and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU); in
+``OPTIM_WRAPPER_CONSTRUCTORS``, ``LayerDecayOptimWrapperConstructor`` (ViTDet's layer-wise lr decay).
 It also lets ``torch.load(weights_only=True)`` read the checkpoints a Runner writes (its resume
 reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names; both idempotent, and
 done again by the adapter's ``__init__`` (:mod:`inline_dense.openmmlab`, which imports this package
@@ -22,6 +23,7 @@ from ..mmengine_types import allow_mmengine_checkpoint_types
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper
+from .layer_decay import LayerDecayOptimWrapperConstructor
 from .mmengine_compat import resolve_mmseg_configs
 from .padding_mask import InLinePaddingMaskHook, PaddingMaskHandle, enable_padding_mask, image_shapes, padded_batch
 from .randomness import DeterministicResumeHook, derived_seed
@@ -31,6 +33,7 @@ resolve_mmseg_configs()  # mmseg:: config names with onedl-mmsegmentation (mmeng
 register_mmengine_scheme()
 
 __all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper',
+           'LayerDecayOptimWrapperConstructor',
            'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']
