@@ -12,6 +12,8 @@ Examples (see README, Performance)::
     # bfloat16 next to float32 on a CPU with native bf16: GEMM rates, share of them, mmdet's Swin-T / PVT-T
     python tools/benchmark.py --models inline-swin-t swin-t inline-pvt-t pvt-t --modes infer \\
         --resolutions 800x1216 --dtype fp32 bf16 --threads 1
+    # the same backbones against ONNX Runtime fp32 and OpenVINO fp32 / bf16 on the exported graph
+    python tools/benchmark.py --anchors --models inline-swin-t --resolutions 800x1216 --threads 1
     # torch.compile(dynamic=True) vs eager: compile time, recompiles and speed-up, three sizes
     python tools/benchmark.py --compile --models inline-swin-t --resolutions 224x320 256x288 288x352 --batch 2
 
@@ -77,6 +79,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--layer-rounds', type=int, default=15)
     p.add_argument('--ablation', action='store_true',
                    help='--layer: also time the intermediate steps of the optimisation')
+    p.add_argument('--anchors', action='store_true',
+                   help='instead: each backbone in eager fp32 / bf16, its exported ONNX graph in ONNX Runtime '
+                        '(fp32) and OpenVINO (fp32, bf16; extra inline_dense[openvino]), in one process')
     p.add_argument('--compile', nargs='?', const='inductor', default=None, metavar='BACKEND',
                    help='instead: torch.compile(dynamic=True) with BACKEND (default inductor) vs eager, on '
                         'every resolution in turn, in one process: first-call (compile) time, graphs, speed-up')
@@ -180,6 +185,31 @@ def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
                 batch=args.batch, command=' '.join(sys.argv), results=[r.as_dict() for r in rows])
 
 
+def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
+    """Every backbone and resolution against its ONNX Runtime / OpenVINO anchors; prints, returns the payload."""
+    import torch
+
+    from inline_dense.analysis import gemm
+    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    threads = args.threads or torch.get_num_threads()
+    rates = gemm.gemm_rates(['fp32', *[d for d in args.dtype if d != 'fp32']], threads)
+    print(gemm.format_rates(rates), flush=True)
+    results = []
+    for name, config in zoo.model_entries(args.models, args.config):
+        if config is not None:
+            print(f'[benchmark] --anchors: {name} left out (backbones only)', file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        model = zoo.build_model(name)
+        zoo.init_model(model)
+        for hw in args.resolutions:
+            rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs)
+            print(format_anchor_rows(name, hw, rows), flush=True)
+            results.append(dict(model=name, height=hw[0], width=hw[1], threads=threads, rows=rows))
+    return dict(kind='anchors', machine=report.machine_info('cpu'), gemm=rates, warmup=args.warmup, runs=args.runs,
+                command=' '.join(sys.argv), results=results)
+
+
 def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
     from inline_dense.analysis.plot import plot
     plot(rows, png, report.plot_title(payload))
@@ -198,6 +228,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         return
     if args.compile:
         payload = run_compile(args)
+    elif args.anchors:
+        payload = run_anchors(args)
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
@@ -205,7 +237,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     with open(out, 'w') as f:
         json.dump(payload, f, indent=1)
     print(f'\nwrote {out}')
-    if not args.layer and not args.compile and not args.no_plot:
+    if not args.layer and not args.compile and not args.anchors and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')

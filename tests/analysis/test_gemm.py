@@ -1,6 +1,7 @@
 """The benchmark's precision pieces: GEMM rates, shares of them, dtype jobs and the dtype choice."""
 import math
 
+import pytest
 import torch
 
 from helpers import import_tool
@@ -55,3 +56,20 @@ def test_benchmark_leaves_out_a_dtype_without_native_unit(monkeypatch, capsys):
     assert len(err) == 1 and 'bf16' in err[0]
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     assert bench.parse_args(['--models', 'inline-swin-t', '--dtype', 'fp32', 'bf16']).dtype == ['fp32', 'bf16']
+
+
+@pytest.mark.slow
+def test_anchor_rows_on_a_tiny_backbone(tiny_backbone):
+    """Eager, ONNX Runtime and OpenVINO (or why not) on one tiny exported backbone; the graph runtimes in
+    fp32 agree with eager fp32."""
+    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    torch.manual_seed(0)
+    rows = anchor_rows(tiny_backbone('swin', drop_path_rate=0.0), (64, 96), threads=1, warmup=0, runs=1)
+    by = {(r['runtime'], r['precision']): r for r in rows}
+    assert by[('eager', 'fp32')]['rel_error'] == 0
+    assert by[('onnxruntime', 'fp32')]['rel_error'] < 1e-4, by[('onnxruntime', 'fp32')]
+    ov = by[('openvino', 'fp32')]
+    assert (ov['error'] and 'openvino' in ov['error'].lower()) or ov['rel_error'] < 1e-4, ov
+    if precision.native_bf16_cpu():
+        assert by[('eager', 'bf16')]['rel_error'] < 2e-2
+    assert 'onnxruntime' in format_anchor_rows('tiny', (64, 96), rows)
