@@ -9,6 +9,11 @@ Examples (see README, Performance)::
         --modes infer --resolutions 800x1216 1600x2432
     # one InLine attention layer against its qkv + output projections alone
     python tools/benchmark.py --layer --layer-grid 200x304 --layer-dims 96 --layer-heads 3
+    # bfloat16 next to float32 on a CPU with native bf16: GEMM rates, share of them, mmdet's Swin-T / PVT-T
+    python tools/benchmark.py --models inline-swin-t swin-t inline-pvt-t pvt-t --modes infer \\
+        --resolutions 800x1216 --dtype fp32 bf16 --threads 1
+    # the same backbones against ONNX Runtime fp32 and OpenVINO fp32 / bf16 on the exported graph
+    python tools/benchmark.py --anchors --models inline-swin-t --resolutions 800x1216 --threads 1
     # torch.compile(dynamic=True) vs eager: compile time, recompiles and speed-up, three sizes
     python tools/benchmark.py --compile --models inline-swin-t --resolutions 224x320 256x288 288x352 --batch 2
 
@@ -17,6 +22,9 @@ Each (model, resolution, mode) runs in a fresh subprocess so that the peak memor
 ``torch.cuda.max_memory_allocated``) is that measurement's alone. Latency is the
 median of ``--runs`` steps after ``--warmup``; with ``--rounds K`` every job is run
 K times, interleaved, and the medians are pooled (useful on a shared machine).
+With ``--dtype`` each step runs under ``torch.autocast`` (bf16 rows only on a CPU with native bf16,
+:mod:`inline_dense.runtime.precision`); the tool measures the machine's fp32 and bf16 GEMM rates at the
+thread count used and reports each inference row's share of its dtype's rate (FLOPs counted per job).
 """
 import argparse
 import json
@@ -48,6 +56,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--runs', type=int, default=5, help='timed steps per job (median reported)')
     p.add_argument('--rounds', type=int, default=1, help='independent runs of every job, interleaved')
     p.add_argument('--threads', type=int, default=0, help='torch threads (0: torch default)')
+    p.add_argument('--dtype', nargs='+', choices=['fp32', 'bf16', 'fp16'], default=['fp32'],
+                   help='precisions to run each job in (bf16 / fp16: torch.autocast); a dtype the device has no '
+                        'native unit for is left out, said in one line')
+    p.add_argument('--no-flops', action='store_true',
+                   help='skip the FLOP count per inference job (and the share of the GEMM rate)')
     p.add_argument('--skip', nargs='*', default=[],
                    help="jobs to leave out, as MODEL@HxW:MODE globs, e.g. 'pvt-t@1600x2432:train'")
     p.add_argument('--keep-freed-memory', action='store_true',
@@ -67,6 +80,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--layer-rounds', type=int, default=15)
     p.add_argument('--ablation', action='store_true',
                    help='--layer: also time the intermediate steps of the optimisation')
+    p.add_argument('--anchors', action='store_true',
+                   help='instead: each backbone in eager fp32 / bf16, its exported ONNX graph in ONNX Runtime '
+                        '(fp32) and OpenVINO (fp32, bf16; extra inline_dense[openvino]), in one process')
     p.add_argument('--compile', nargs='?', const='inductor', default=None, metavar='BACKEND',
                    help='instead: torch.compile(dynamic=True) with BACKEND (default inductor) vs eager, on '
                         'every resolution in turn, in one process: first-call (compile) time, graphs, speed-up')
@@ -97,6 +113,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                 output_target(getattr(args, flag))
             except OutputPathError as exc:
                 p.error(f'--{flag}: {exc}')
+    args.dtype = native_dtypes(args.dtype, args.device)
     return args
 
 
@@ -118,24 +135,46 @@ def device_problem(device: str) -> Optional[str]:
     return None
 
 
+def native_dtypes(names: Sequence[str], device: str) -> list:
+    """The requested dtypes the device runs natively; one line on stderr for each left out."""
+    from inline_dense.runtime.precision import check_dtype, parse_dtype
+    kept = []
+    for name in dict.fromkeys(names):
+        why = check_dtype(parse_dtype(name), device)
+        if why:
+            print(f'[benchmark] --dtype {name} left out: {why}', file=sys.stderr)
+        else:
+            kept.append(name)
+    return kept or ['fp32']
+
+
 def default_out(kind: str, device: str) -> str:
     return os.path.join(ROOT, 'benchmarks', 'out', f'{kind}_{device.replace(":", "")}.json')
 
 
 def run_sweep(args: argparse.Namespace) -> Dict[str, Any]:
     """Every (model, resolution, mode) in its own subprocess; prints the tables, returns the payload."""
-    planned = jobs.plan_jobs(zoo.model_entries(args.models, args.config), args.resolutions, args.modes,
-                             args.skip, device=args.device, batch=args.batch, warmup=args.warmup,
-                             runs=args.runs, threads=args.threads or None)
+    from inline_dense.analysis import gemm
+    planned = [job for dtype in args.dtype
+               for job in jobs.plan_jobs(zoo.model_entries(args.models, args.config), args.resolutions, args.modes,
+                                         args.skip, device=args.device, batch=args.batch, warmup=args.warmup,
+                                         runs=args.runs, threads=args.threads or None, dtype=dtype,
+                                         flops=not args.no_flops)]
+    rates = gemm.gemm_rates(list(dict.fromkeys(['fp32', *args.dtype])), args.threads or None, device=args.device)
+    print(gemm.format_rates(rates), flush=True)
     with report.JobProgress(len(planned) * args.rounds, 'benchmark') as bar:
         rows = jobs.run_sweep(planned, args.rounds, args.job_timeout, args.keep_freed_memory,
                               on_start=bar.note, on_done=bar.advance)
     print()
     report.print_table(rows)
     report.print_comparisons(rows)
+    shares = gemm.share_rows(rows, rates)
+    if shares:
+        print(f'\nShare of the machine\'s GEMM rate ({gemm.format_rates(rates)}):')
+        print(gemm.format_shares(shares))
     return dict(kind='sweep', machine=report.machine_info(args.device), warmup=args.warmup, runs=args.runs,
                 allocator='glibc, freed memory kept' if args.keep_freed_memory else 'default',
-                rounds=args.rounds, batch=args.batch, command=' '.join(sys.argv), results=rows)
+                rounds=args.rounds, batch=args.batch, command=' '.join(sys.argv), gemm=rates, results=rows)
 
 
 def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
@@ -178,6 +217,31 @@ def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
                 batch=args.batch, command=' '.join(sys.argv), results=[r.as_dict() for r in rows])
 
 
+def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
+    """Every backbone and resolution against its ONNX Runtime / OpenVINO anchors; prints, returns the payload."""
+    import torch
+
+    from inline_dense.analysis import gemm
+    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    threads = args.threads or torch.get_num_threads()
+    rates = gemm.gemm_rates(['fp32', *[d for d in args.dtype if d != 'fp32']], threads)
+    print(gemm.format_rates(rates), flush=True)
+    results = []
+    for name, config in zoo.model_entries(args.models, args.config):
+        if config is not None:
+            print(f'[benchmark] --anchors: {name} left out (backbones only)', file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        model = zoo.build_model(name)
+        zoo.init_model(model)
+        for hw in args.resolutions:
+            rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs)
+            print(format_anchor_rows(name, hw, rows), flush=True)
+            results.append(dict(model=name, height=hw[0], width=hw[1], threads=threads, rows=rows))
+    return dict(kind='anchors', machine=report.machine_info('cpu'), gemm=rates, warmup=args.warmup, runs=args.runs,
+                command=' '.join(sys.argv), results=results)
+
+
 def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
     from inline_dense.analysis.plot import plot
     plot(rows, png, report.plot_title(payload))
@@ -200,12 +264,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif args.scaling is not None:
         from inline_dense.analysis import scaling
         payload = scaling.benchmark(args)
+    elif args.anchors:
+        payload = run_anchors(args)
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
     write_output(out, json.dumps(payload, indent=1))
     print(f'\nwrote {out}')
-    if not args.layer and not args.compile and not args.no_plot:
+    if not args.layer and not args.compile and not args.anchors and not args.no_plot:
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')

@@ -2,6 +2,7 @@
 
     python tools/demo_toy.py                     # toy Mask R-CNN + InLine-Swin, a few minutes on CPU
     python tools/demo_toy.py --config configs/toy/retinanet_inline-pvt-mini_fpn_toy-coco.py
+    python tools/demo_toy.py --amp               # train and evaluate in bfloat16 (CPU with native bf16)
 
 Steps: generate data/toy_coco if missing -> train from scratch -> evaluate on the toy val set
 (pycocotools box AP, and mask AP for Mask R-CNN) -> write GT | prediction pictures of a few val
@@ -36,6 +37,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--threads', type=int, default=1,
                         help='torch CPU threads (1: the toy tensors are small, and several threads that '
                              'share busy cores wait on each other, which can be 10x slower)')
+    parser.add_argument('--amp', action='store_true',
+                        help='automatic mixed precision, training and evaluation (float16 on GPU; bfloat16 on CPU, '
+                             'float32 on a CPU without native bfloat16)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     return parser.parse_args(argv)
 
@@ -120,6 +124,19 @@ def fit_schedule(cfg, max_iters: int) -> None:
     cfg.default_hooks.checkpoint.interval = max_iters
 
 
+def enable_amp(cfg):
+    """Training and evaluation under autocast in the dtype ``amp_dtype`` picks (None: float32 stays)."""
+    from mmengine.device import get_device
+
+    from inline_dense.openmmlab.engine.amp import enable_amp_eval, enable_amp_training
+    from inline_dense.runtime.precision import amp_dtype
+    dtype = amp_dtype(get_device())
+    if dtype is not None:
+        enable_amp_training(cfg, dtype)
+        enable_amp_eval(cfg, dtype)
+    return dtype
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     t0 = time.time()
@@ -134,6 +151,7 @@ def main(argv=None) -> dict:
     picture = osp.join(args.work_dir, 'predictions.png')
     output_target(picture)  # a directory, device or FIFO there is refused now, not after training
     cfg.randomness = dict(seed=args.seed)
+    amp = enable_amp(cfg) if args.amp else None
 
     from inline_dense.toy_data import make_toy_coco
     data_cfg = cfg.train_dataloader.dataset
@@ -147,7 +165,9 @@ def main(argv=None) -> dict:
         logger.setLevel(logging.INFO)
     for handler in runner.logger.handlers:  # and not one line per parameter without weight decay
         handler.addFilter(lambda record: not record.getMessage().startswith('paramwise_options'))
-    print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations', flush=True)
+    precision = '' if amp is None else f' in {amp} autocast'
+    print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations{precision}',
+          flush=True)
     t1 = time.time()
     runner.train()
     t_train = time.time() - t1

@@ -1,10 +1,12 @@
 """Evaluate a trained detector or segmentor with the config's test_evaluator (COCO AP, mIoU, ...).
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out preds.pkl] [--show-dir DIR]
-                         [--allow-partial-load] [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
+                         [--allow-partial-load] [--amp] [--cfg-options k=v ...] [--launcher {none,pytorch,slurm,mpi}]
 
 A checkpoint that does not fit the config's model (another model's or dataset's) is refused,
-naming the missing / unexpected weights, unless --allow-partial-load.
+naming the missing / unexpected weights, unless --allow-partial-load. --amp evaluates under autocast
+(bfloat16 on a CPU with native bf16, float16 on GPU; float32, said in one line, on a CPU without it);
+the metrics get float32 predictions.
 """
 import argparse
 import os.path as osp
@@ -42,6 +44,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--allow-partial-load', action='store_true',
                         help='load the weights that fit and test anyway (default: refuse a checkpoint that does '
                              'not fit the model, naming the missing / unexpected weights)')
+    parser.add_argument('--amp', action='store_true',
+                        help='automatic mixed precision (float16 on GPU; bfloat16 on CPU, float32 on a CPU '
+                             'without native bfloat16)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
@@ -76,6 +81,17 @@ def add_dump(runner, codebase: str, out: str) -> None:
     runner.test_evaluator.metrics.append(Dump(out_file_path=out))
 
 
+def enable_amp(cfg) -> None:
+    """The test loop under autocast in the dtype ``amp_dtype`` picks for this machine (none: float32)."""
+    from mmengine.device import get_device
+
+    from inline_dense.openmmlab.engine.amp import enable_amp_eval
+    from inline_dense.runtime.precision import amp_dtype
+    dtype = amp_dtype(get_device())
+    if dtype is not None:
+        enable_amp_eval(cfg, dtype)
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     cfg = load_config(args.config, args.cfg_options)
@@ -93,6 +109,8 @@ def main(argv=None) -> dict:
     check_dataset_and_heads(cfg, ('test_dataloader',))
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
+    if args.amp:
+        enable_amp(cfg)
     adapt_to_cpu(cfg)
     runner = build_runner(cfg)
     if args.out:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ..runtime.precision import DTYPES, autocast
 from ..typing import HW
 from .memory import KEEP_FREED_ENV, peak_tracker
 from .rows import Measurement, latency, pool
@@ -41,7 +42,9 @@ def parse_hw(text: str) -> HW:
 @dataclass
 class Job:
     """One measurement: ``model`` is the row's label (a zoo name, or a config's label when
-    ``config`` is given); ``threads`` None keeps torch's default."""
+    ``config`` is given); ``threads`` None keeps torch's default; ``dtype`` 'fp32', or 'bf16' / 'fp16' for
+    the step under ``torch.autocast`` (its rows are labelled ``model+dtype``); ``flops`` also counts the
+    architecture's FLOPs of one forward (inference rows) for the share of the GEMM rate."""
     model: str
     height: int
     width: int
@@ -52,16 +55,23 @@ class Job:
     runs: int = 5
     threads: Optional[int] = None
     config: Optional[str] = None
+    dtype: str = 'fp32'
+    flops: bool = False
+
+    @property
+    def name(self) -> str:
+        """The row's model label: 'inline-swin-t', or 'inline-swin-t+bf16' under autocast."""
+        return self.model if self.dtype == 'fp32' else f'{self.model}+{self.dtype}'
 
     @property
     def label(self) -> str:
         """'model@HxW:mode', the name ``--skip`` globs match and the progress bar shows."""
-        return f'{self.model}@{self.height}x{self.width}:{self.mode}'
+        return f'{self.name}@{self.height}x{self.width}:{self.mode}'
 
     def row(self, threads: int, error: str = '') -> Measurement:
         """An empty row for this job (filled in by :func:`measure_job`, or left as an error row)."""
-        return Measurement(self.model, self.height, self.width, self.mode, self.device, self.batch,
-                           threads, error=error)
+        return Measurement(self.name, self.height, self.width, self.mode, self.device, self.batch,
+                           threads, error=error, dtype=self.dtype)
 
     def error_row(self, error: str) -> Dict[str, Any]:
         return self.row(self.threads or 0, error).to_dict()
@@ -97,15 +107,28 @@ def measure_job(job: Job) -> Measurement:
     model.to(device)
     x = torch.randn(job.batch, 3, job.height, job.width, device=device)
     step = make_step(model, x, job.mode)
+    if job.dtype != 'fp32':
+        step = autocast_step(step, device, DTYPES[job.dtype])
     tracker = peak_tracker(device)
     with tracker:
         times, cpu = time_calls(step, job.warmup, job.runs, device)
+    if job.flops and job.mode == 'infer':
+        from .flops import count_flops
+        result.gflop = 2 * count_flops(model, x).total / 1e9
     result.times_ms = [round(t, 3) for t in times]
     result.median_ms, result.throughput = latency(times, job.batch)
     result.cpu_ms = statistics.median(cpu)
     result.peak_mib = tracker.peak / 2 ** 20
     result.memory_method = tracker.method
     return result
+
+
+def autocast_step(step: Callable[[], None], device: torch.device, dtype: torch.dtype) -> Callable[[], None]:
+    """``step`` under ``torch.autocast(device, dtype)``."""
+    def cast_step() -> None:
+        with autocast(device, dtype):
+            step()
+    return cast_step
 
 
 def measure(model_name: str, height: int, width: int, mode: str = 'infer', device: str = 'cpu',

@@ -23,6 +23,8 @@ class Measurement:
     peak_mib: float = math.nan
     memory_method: str = ''
     error: str = ''
+    dtype: str = 'fp32'  # 'bf16' / 'fp16': the step ran under torch.autocast
+    gflop: float = math.nan  # the architecture's FLOPs of one forward (2 per MAC), inference rows
 
     @property
     def pixels(self) -> int:

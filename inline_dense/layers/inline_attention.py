@@ -76,6 +76,12 @@ def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def bf16_autocast(x: torch.Tensor) -> bool:
+    """Whether autocast to bfloat16 is on for ``x``'s device (eager code only: not scriptable)."""
+    kind = x.device.type
+    return torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16
+
+
 def token_count(x: torch.Tensor) -> torch.Tensor:
     """(B, N, C) -> (B, 1) float32 filled with N. Traced, as a reduction: a graph traced with a
     symbolic N keeps it symbolic (``torch.full(..., float(n))`` came out of the ONNX export as the
@@ -229,7 +235,12 @@ class InLineAttention(nn.Module):
         bv: Optional[torch.Tensor] = None
         if self.qkv.bias is not None:
             bq, _, bv = self.qkv.bias.split(c)
-        v = F.linear(x, wv, bv)
+        # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A
+        xl: Optional[torch.Tensor] = None
+        if not torch.jit.is_scripting():
+            if not traced() and bf16_autocast(x):
+                xl = x.to(torch.bfloat16)
+        v = F.linear(x if xl is None else xl, wv, bv)
         keep: Optional[torch.Tensor] = None
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1)
@@ -240,7 +251,7 @@ class InLineAttention(nn.Module):
             mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv)
         else:
             with torch.autocast(device_type=x.device.type, enabled=False):
-                mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv)
+                mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv, xl)
         if residual_input is None:
             mean_r = cast(mean_x, x.dtype)
         else:
@@ -260,17 +271,20 @@ class InLineAttention(nn.Module):
             out = out + (F.pad(local, (0, 0, p, 0)) if p > 0 else local)
             return out  # folded: no dropout is active (``folds``)
         outs = []
+        xa = x if xl is None else xl
         for i in range(b):
             y = self.local_residual_nhwc(v[i], taps[i], bias[i], hw_shape, self.num_prefix_tokens)  # (N, C)
-            y.addmm_(x[i].to(y.dtype), fold[i].to(y.dtype))
+            y.addmm_(xa[i].to(y.dtype), fold[i].to(y.dtype))
             outs.append(y)
         return outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
 
     def folded_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: Optional[torch.Tensor], wq: torch.Tensor,
-                          wv: torch.Tensor, bq: Optional[torch.Tensor],
-                          bv: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          wv: torch.Tensor, bq: Optional[torch.Tensor], bv: Optional[torch.Tensor],
+                          xl: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The folded path's token reductions, float32: x (B, N, C), v (B, N, C) (zero at padded
-        tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C)."""
+        tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C).
+        ``xl``: x in bfloat16 under bf16 autocast (the Gram is then a bfloat16 product, see
+        ``context_from_centred``), else None."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
         xf = cast(x, torch.float32)
@@ -284,7 +298,7 @@ class InLineAttention(nn.Module):
             xs = xf * keep_f
         mean_x = xs.sum(1) / count  # (B, C)
         mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
-        ctx = self.folded_context(xf, cast(v, torch.float32), keep_f, count, mean_x, mean_v)
+        ctx = self.folded_context(xf, v, keep_f, count, mean_x, mean_v, xl)
         ctx = ctx * self.scale  # (B, h, d, d)
         # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
         fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
@@ -295,13 +309,18 @@ class InLineAttention(nn.Module):
         return mean_x, fold, bias
 
     def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
-                       count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+                       count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor,
+                       xl: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Unscaled ctx (B, h, d, d), float32, by the route ``impl`` asks for (see ``use_gram``).
 
-        ``xf`` x and ``vf`` v (zero at padded tokens), (B, N, C) float32; ``keep`` (B, N, 1)
-        float32 mask of real tokens or None; count (B, 1); means (B, C). The weights are read
+        ``xf`` x, (B, N, C) float32, and ``vf`` v (zero at padded tokens), (B, N, C), cast to float32
+        by the keys route only; ``keep`` (B, N, 1) float32 mask of real tokens or None; count (B, 1);
+        means (B, C); ``xl`` x in bfloat16 (eager bf16 autocast) or None. The weights are read
         inside each route: ``torch.cond`` takes no inputs that alias each other.
         """
+        if xl is not None and self.impl != 'folded_keys' and (self.impl == 'folded_gram'
+                                                               or self.use_gram(xf.shape[1])):
+            return self.context_from_centred(xl, keep, count, mean_x)
         if self.impl == 'folded_gram':
             return self.context_route_gram(xf, keep, count, mean_x)
         if self.impl == 'folded_keys':
@@ -345,7 +364,7 @@ class InLineAttention(nn.Module):
         k = F.linear(xf, wk, bk)
         if keep is not None:
             k = k * keep
-        return self.context_from_keys(k, vf, count, F.linear(mean_x, wk, bk), mean_v)
+        return self.context_from_keys(k, cast(vf, torch.float32), count, F.linear(mean_x, wk, bk), mean_v)
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
@@ -365,12 +384,37 @@ class InLineAttention(nn.Module):
         ``Cov(x) = x^T x / N - mean(x) mean(x)^T``: k is never formed. ``xs`` is x with
         padded tokens zeroed (or x itself), ``xf`` is x, both (B, N, C); count (B, 1).
         """
-        b, n, c = xf.shape
-        heads, d = self.num_heads, self.head_dim
         cov = xs.transpose(1, 2) @ xf  # (B, C, C)
         cov = cov / count.unsqueeze(-1) - mean_x.unsqueeze(2) * mean_x.unsqueeze(1)
+        return self.context_from_cov(cov, wk, wv)
+
+    def context_from_cov(self, cov: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor) -> torch.Tensor:
+        """Per-head ``Wk_h Cov(x) Wv_h^T`` (B, h, d, d) from the token covariance (B, C, C), float32."""
+        b, c = cov.shape[0], self.embed_dims
+        heads, d = self.num_heads, self.head_dim
         right = (cov @ wv.t()).view(b, c, heads, d).transpose(1, 2)  # (B, h, C, d)
         return wk.view(1, heads, d, c) @ right
+
+    def context_from_centred(self, xl: torch.Tensor, keep: Optional[torch.Tensor], count: torch.Tensor,
+                             mean_x: torch.Tensor) -> torch.Tensor:
+        """``context_from_gram`` under bfloat16 autocast: the covariance as one bfloat16 GEMM (float32
+        accumulation inside) over x centred on its mean, so that no ``E[x x^T] - mean mean^T`` cancels
+        in 8-bit mantissas; xl (B, N, C) bfloat16, ``keep`` (B, N, 1) float32 or None, count (B, 1),
+        mean_x (B, C) float32 -> unscaled ctx (B, h, d, d), float32.
+
+        With m the mean rounded to bfloat16, ``sum (x - m)(x - m)^T / N = Cov(x) + (mean - m)(mean - m)^T``;
+        the last term is taken off in float32.
+        """
+        c = self.embed_dims
+        w = cast(self.qkv.weight, torch.float32)
+        m = mean_x.to(xl.dtype)
+        centred = xl - m.unsqueeze(1)
+        cs = centred if keep is None else centred * keep.to(xl.dtype)
+        delta = mean_x - m.float()
+        # one 2-D product per sample: the batched bfloat16 product copies its transposed operand first
+        gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(xl.shape[0])])
+        cov = gram.float() / count.unsqueeze(-1) - delta.unsqueeze(2) * delta.unsqueeze(1)
+        return self.context_from_cov(cov, w[c:2 * c], w[2 * c:])
 
     def context_from_keys(self, k: torch.Tensor, v: torch.Tensor, count: torch.Tensor,
                           mean_k: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:

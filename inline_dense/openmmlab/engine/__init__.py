@@ -11,7 +11,8 @@ runners find them):
 * ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU); in
-``OPTIM_WRAPPER_CONSTRUCTORS``, ``LayerDecayOptimWrapperConstructor`` (ViTDet's layer-wise lr decay).
+``OPTIM_WRAPPER_CONSTRUCTORS``, ``LayerDecayOptimWrapperConstructor`` (ViTDet's layer-wise lr decay);
+in its ``LOOPS``, ``AmpTestLoop`` / ``AmpValLoop`` (evaluation under autocast, float32 predictions).
 It also lets ``torch.load(weights_only=True)`` read the checkpoints a Runner writes (its resume
 reads them so) and mmengine's ``CheckpointLoader`` read ``inline://`` names; both idempotent, and
 done again by the adapter's ``__init__`` (:mod:`inline_dense.openmmlab`, which imports this package
@@ -20,6 +21,7 @@ and also registers the backbones; importing this package runs it first).
 """
 from ..mmengine_scheme import register_mmengine_scheme
 from ..mmengine_types import allow_mmengine_checkpoint_types
+from .amp import AmpTestLoop, AmpValLoop
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
 from .cpu_amp import CpuAmpOptimWrapper
@@ -32,8 +34,8 @@ allow_mmengine_checkpoint_types()  # after the imports above: they import mmengi
 resolve_mmseg_configs()  # mmseg:: config names with onedl-mmsegmentation (mmengine_compat)
 register_mmengine_scheme()
 
-__all__ = ['AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch', 'CpuAmpOptimWrapper',
-           'LayerDecayOptimWrapperConstructor',
+__all__ = ['AmpTestLoop', 'AmpValLoop', 'AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch',
+           'CpuAmpOptimWrapper', 'LayerDecayOptimWrapperConstructor',
            'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']

@@ -1,0 +1,106 @@
+"""Which reduced precision a device multiplies in natively, chosen the same way by every tool.
+
+CPU: bfloat16 when the processor has bf16 matrix instructions (Intel AMX ``amx_bf16``, AVX512-BF16
+``avx512_bf16`` on Intel Cooper Lake and later and AMD Zen 4 and later), as its ``/proc/cpuinfo``
+flags or oneDNN (``torch.backends.mkldnn``) tell. Without them torch emulates bfloat16 and
+autocast runs several times *slower* than float32, so ``--amp`` falls back to float32 there,
+in one printed line. CUDA: float16 (autocast's default; the training tools add a loss scale).
+
+    dtype = amp_dtype('cpu')            # torch.bfloat16, or None (float32) with one line printed
+    with autocast(device, dtype): ...   # a no-op context when dtype is None
+"""
+import contextlib
+import sys
+from functools import lru_cache
+from typing import Callable, ContextManager, FrozenSet, Optional, TextIO, Union
+
+import torch
+
+BF16_CPU_FLAGS = ('amx_bf16', 'avx512_bf16')
+DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
+
+
+@lru_cache(maxsize=None)
+def cpu_flags() -> FrozenSet[str]:
+    """The CPU feature flags of the first processor in ``/proc/cpuinfo`` (empty elsewhere)."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('flags'):
+                    return frozenset(line.split(':', 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def mkldnn_bf16() -> bool:
+    """oneDNN's own verdict (torch >= 2.1), False where torch cannot tell."""
+    probe: Optional[Callable[[], bool]] = getattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', None)
+    if probe is None or not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        return bool(probe())
+    except (RuntimeError, AttributeError):
+        return False
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AMX or AVX512-BF16)."""
+    return bool(cpu_flags().intersection(BF16_CPU_FLAGS)) or mkldnn_bf16()
+
+
+def has_amx() -> bool:
+    """Whether this CPU has Intel AMX tiles for bfloat16 (``amx_bf16``)."""
+    return 'amx_bf16' in cpu_flags()
+
+
+def cpu_bf16_unit() -> str:
+    """'AMX', 'AVX512-BF16' or 'none (emulated)': what the benchmark prints next to its rates."""
+    if has_amx():
+        return 'AMX'
+    if native_bf16_cpu():
+        return 'AVX512-BF16'
+    return 'none (emulated)'
+
+
+def device_type(device: Union[str, torch.device]) -> str:
+    return torch.device(device).type
+
+
+def amp_dtype(device: Union[str, torch.device] = 'cpu', stream: Optional[TextIO] = None) -> Optional[torch.dtype]:
+    """The autocast dtype ``--amp`` uses on ``device``: float16 on CUDA, bfloat16 on a CPU with native
+    bf16; None (run float32) on a CPU without it, after saying so in one line on ``stream`` (stderr)."""
+    kind = device_type(device)
+    if kind == 'cuda':
+        return torch.float16
+    if kind == 'cpu' and native_bf16_cpu():
+        return torch.bfloat16
+    print(f'[amp] this {kind.upper()} has no native bfloat16 (no amx_bf16 / avx512_bf16 flag, oneDNN says no): '
+          f'--amp runs float32, which is faster here than emulated bfloat16', file=stream or sys.stderr, flush=True)
+    return None
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """'fp32' | 'bf16' | 'fp16' -> the torch dtype; a ValueError names the choices."""
+    if name not in DTYPES:
+        raise ValueError(f'unknown dtype {name!r}; use one of {list(DTYPES)}')
+    return DTYPES[name]
+
+
+def check_dtype(dtype: torch.dtype, device: Union[str, torch.device]) -> Optional[str]:
+    """Why ``dtype`` cannot run natively on ``device`` (a one-line message), or None when it can."""
+    kind = device_type(device)
+    if dtype == torch.float32:
+        return None
+    if kind == 'cpu' and dtype == torch.float16:
+        return 'fp16 autocast on the CPU is emulated (no fp16 matrix unit used by torch); use bf16 or fp32'
+    if kind == 'cpu' and dtype == torch.bfloat16 and not native_bf16_cpu():
+        return 'this CPU has no native bfloat16 (no amx_bf16 / avx512_bf16 flag); use fp32'
+    return None
+
+
+def autocast(device: Union[str, torch.device], dtype: Optional[torch.dtype]) -> ContextManager[object]:
+    """``torch.autocast`` for ``dtype`` on ``device``, or a no-op context for None / float32."""
+    if dtype is None or dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type(device), dtype=dtype)

@@ -1,0 +1,75 @@
+"""The benchmark's precision pieces: GEMM rates, shares of them, dtype jobs and the dtype choice."""
+import math
+
+import pytest
+import torch
+
+from helpers import import_tool
+from inline_dense.analysis import gemm
+from inline_dense.analysis.jobs import Job
+from inline_dense.runtime import precision
+
+
+def test_gemm_rates_line_names_dtypes_threads_and_unit():
+    rates = gemm.gemm_rates(('fp32', 'bf16'), threads=1, n=128, reps=2)
+    assert rates['threads'] == 1 and rates['size'] == 128
+    assert rates['fp32'] > 0 and rates['bf16'] > 0
+    line = gemm.format_rates(rates)
+    assert 'fp32' in line and 'bf16' in line and '1 thread' in line and str(rates['bf16_unit']) in line
+    assert '\n' not in line
+
+
+def row(model, dtype, ms, cpu_ms=None, gflop=10.0, threads=1):
+    return dict(model=model, height=64, width=96, mode='infer', batch=1, threads=threads, dtype=dtype,
+                median_ms=ms, cpu_ms=cpu_ms if cpu_ms is not None else ms, gflop=gflop, error='')
+
+
+def test_share_rows_against_each_dtypes_rate():
+    rows = [row('m', 'fp32', 100.0), row('m+bf16', 'bf16', 50.0, cpu_ms=25.0),
+            dict(row('x', 'fp32', 1.0), mode='train')]
+    shares = gemm.share_rows(rows, {'fp32': 200.0, 'bf16': 400.0})
+    assert [r['model'] for r in shares] == ['m', 'm+bf16']
+    assert math.isclose(shares[0]['share_of_gemm'], 10 / 0.1 / 200)
+    assert math.isclose(shares[1]['share_of_gemm'], 10 / 0.05 / 400)
+    assert math.isclose(shares[1]['share_of_gemm_cpu'], 10 / 0.025 / 400)
+    assert shares[0]['time_vs_fp32'] is None and math.isclose(shares[1]['time_vs_fp32'], 0.5)
+    assert 'x0.50' in gemm.format_shares(shares)
+
+
+def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast(monkeypatch):
+    from inline_dense.analysis import jobs
+    job = Job('inline-swin-t', 64, 96, dtype='bf16')
+    assert job.label == 'inline-swin-t+bf16@64x96:infer' and job.row(1).model == 'inline-swin-t+bf16'
+    seen = []
+    step = jobs.autocast_step(lambda: seen.append(torch.is_autocast_enabled('cpu')), torch.device('cpu'),
+                              torch.bfloat16)
+    step()
+    assert seen == [True]
+
+
+def test_benchmark_leaves_out_a_dtype_without_native_unit(monkeypatch, capsys):
+    bench = import_tool('benchmark')
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: False)
+    args = bench.parse_args(['--models', 'inline-swin-t', '--dtype', 'fp32', 'bf16'])
+    assert args.dtype == ['fp32']
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'bf16' in err[0]
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
+    assert bench.parse_args(['--models', 'inline-swin-t', '--dtype', 'fp32', 'bf16']).dtype == ['fp32', 'bf16']
+
+
+@pytest.mark.slow
+def test_anchor_rows_on_a_tiny_backbone(tiny_backbone):
+    """Eager, ONNX Runtime and OpenVINO (or why not) on one tiny exported backbone; the graph runtimes in
+    fp32 agree with eager fp32."""
+    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    torch.manual_seed(0)
+    rows = anchor_rows(tiny_backbone('swin', drop_path_rate=0.0), (64, 96), threads=1, warmup=0, runs=1)
+    by = {(r['runtime'], r['precision']): r for r in rows}
+    assert by[('eager', 'fp32')]['rel_error'] == 0
+    assert by[('onnxruntime', 'fp32')]['rel_error'] < 1e-4, by[('onnxruntime', 'fp32')]
+    ov = by[('openvino', 'fp32')]
+    assert (ov['error'] and 'openvino' in ov['error'].lower()) or ov['rel_error'] < 1e-4, ov
+    if precision.native_bf16_cpu():
+        assert by[('eager', 'bf16')]['rel_error'] < 2e-2
+    assert 'onnxruntime' in format_anchor_rows('tiny', (64, 96), rows)

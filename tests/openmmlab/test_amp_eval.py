@@ -1,0 +1,92 @@
+"""``--amp`` in tools/test.py and tools/demo_toy.py: the model runs under bf16 autocast, the metrics
+get float32 predictions, and a CPU without native bf16 (faked) runs float32 after one line."""
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.structures import InstanceData
+
+from helpers import import_tool
+from inline_dense.layers.inline_attention import InLineAttention
+from inline_dense.openmmlab.engine.amp import to_float32
+from inline_dense.runtime import precision
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = str(ROOT / 'configs' / 'toy' / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+def test_to_float32_casts_floats_and_keeps_integers():
+    inst = InstanceData(bboxes=torch.ones(2, 4, dtype=torch.bfloat16), labels=torch.tensor([1, 2]),
+                        scores=torch.rand(2).half())
+    out = to_float32([inst])[0]
+    assert out.bboxes.dtype == torch.float32 and out.scores.dtype == torch.float32
+    assert out.labels.dtype == torch.int64
+
+
+@pytest.fixture
+def autocast_seen(monkeypatch):
+    """Records, for every InLine attention call, whether CPU autocast was on."""
+    seen = []
+    forward = InLineAttention.forward
+
+    def spy(self, *args, **kwargs):
+        seen.append(torch.is_autocast_enabled('cpu'))
+        return forward(self, *args, **kwargs)
+    monkeypatch.setattr(InLineAttention, 'forward', spy)
+    return seen
+
+
+def quick(max_iters: int):
+    opts = [f'train_cfg.max_iters={max_iters}', 'train_dataloader.batch_size=2', 'randomness.seed=0',
+            'default_hooks.checkpoint.interval=1', 'default_hooks.logger.interval=1']
+    for loader in ('train_dataloader', 'test_dataloader'):
+        opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
+    return opts
+
+
+@pytest.fixture(scope='module')
+def checkpoint(toy_dir, tmp_path_factory):
+    import os
+    work = tmp_path_factory.mktemp('amp_ckpt')
+    cwd = os.getcwd()
+    os.chdir(toy_dir)
+    try:
+        import_tool('train').main([CONFIG, '--work-dir', str(work), '--cfg-options', 'val_cfg=None',
+                                   'val_dataloader=None', 'val_evaluator=None', *quick(1)])
+    finally:
+        os.chdir(cwd)
+    return work / 'iter_1.pth'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('native', [True, False])
+def test_test_tool_amp(native, checkpoint, toy_dir, tmp_path, monkeypatch, autocast_seen, capsys):
+    monkeypatch.chdir(toy_dir)
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: native)
+    preds = tmp_path / 'preds.pkl'
+    metrics = import_tool('test').main([CONFIG, str(checkpoint), '--amp', '--work-dir', str(tmp_path),
+                                        '--out', str(preds), '--cfg-options', *quick(1),
+                                        f'visualizer.name=vis_amp_{native}'])
+    assert math.isfinite(metrics['coco/bbox_mAP']) and math.isfinite(metrics['coco/segm_mAP'])
+    assert autocast_seen and all(s is native for s in autocast_seen)
+    fallback = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[amp]')]
+    assert len(fallback) == (0 if native else 1)
+    with open(preds, 'rb') as f:
+        dumped = pickle.load(f)
+    assert dumped[0]['pred_instances']['bboxes'].dtype == torch.float32
+
+
+@pytest.mark.slow
+def test_demo_toy_amp_trains_and_evaluates_in_bf16(toy_dir, tmp_path, monkeypatch, autocast_seen):
+    monkeypatch.chdir(toy_dir)
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
+    metrics = import_tool('demo_toy').main(['--amp', '--max-iters', '2', '--work-dir', str(tmp_path),
+                                            '--num-pictures', '1', '--cfg-options', *quick(2)[1:]])
+    assert math.isfinite(metrics['coco/bbox_mAP'])
+    # every training and evaluation call under autocast; the picture (drawn after) is float32
+    assert sum(autocast_seen) >= 2 * 4 + 1
+    dumped = (tmp_path / Path(CONFIG).name).read_text()
+    assert 'CpuAmpOptimWrapper' in dumped and 'AmpTestLoop' in dumped

@@ -1,0 +1,32 @@
+"""The opt-in allocator setting: in a fresh process (it is process-wide), a large block freed and allocated
+again no longer page-faults once ``keep_freed_memory()`` is on; importing the package changes nothing."""
+import platform
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = '''
+import sys, torch
+from inline_dense.runtime.allocator import keep_freed_memory, minor_faults
+if sys.argv[1] == 'keep':
+    assert keep_freed_memory()
+def faults():
+    f0 = minor_faults()
+    torch.ones(64 * 2 ** 20 // 4).sum()
+    return minor_faults() - f0
+faults()
+print(min(faults() for _ in range(3)))
+'''
+
+
+def faults_per_64mib(mode: str) -> int:
+    out = subprocess.run([sys.executable, '-c', SCRIPT, mode], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(platform.system() != 'Linux' or platform.libc_ver()[0] != 'glibc', reason='glibc only')
+def test_keep_freed_memory_stops_the_page_faults_of_a_reused_block():
+    default, kept = faults_per_64mib('default'), faults_per_64mib('keep')
+    assert default > 1000, default  # 64 MiB mmapped afresh: 16k pages (fewer with huge pages)
+    assert kept < default / 10, (default, kept)
