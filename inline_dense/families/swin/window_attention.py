@@ -101,6 +101,12 @@ def shift_regions(size: int, win: int, shift: int, device: torch.device) -> torc
     return (i >= size - win).long() + (i >= size - shift).long()
 
 
+def wrap(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Indices in (-size, 2 * size) taken into [0, size)."""
+    index = torch.where(index >= size, index - size, index)
+    return torch.where(index < 0, index + size, index)
+
+
 def shift_regions_traced(size: int, win: int, shift: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``shift_regions`` with the shift a 0-d tensor (0: one region)."""
     i = torch.arange(size, device=device)
@@ -223,7 +229,9 @@ class ShiftWindowMSA(nn.Module):
             key_valid[:, :h, :w] = True
         else:
             key_valid[:, :h, :w] = valid_mask.view(b, h, w)
-        into_rows, into_cols = (rows + shift) % hp, (cols + shift) % wp  # torch.roll(-shift)
+        # torch.roll(-shift) as a gather; 0 <= shift < a side, so one wrap (no % by a traced size: the
+        # ONNX exporter cannot translate it)
+        into_rows, into_cols = wrap(rows + shift, hp), wrap(cols + shift, wp)
         grid = grid.index_select(1, into_rows).index_select(2, into_cols)
         key_valid = key_valid.index_select(1, into_rows).index_select(2, into_cols)
         windows = window_partition(grid, win)
@@ -236,7 +244,7 @@ class ShiftWindowMSA(nn.Module):
         window_mask = region_mask.unsqueeze(0) + (1 - kv) * self.neg_inf
         window_mask = window_mask.expand(b, nw, win * win, win * win).reshape(b * nw, win * win, win * win)
         out = window_reverse(self.w_msa(windows, (win, win), window_mask), win, (hp, wp), b)
-        out = out.index_select(1, (rows - shift) % hp).index_select(2, (cols - shift) % wp)  # torch.roll(shift)
+        out = out.index_select(1, wrap(rows - shift, hp)).index_select(2, wrap(cols - shift, wp))  # torch.roll(shift)
         out = out[:, :h, :w, :].clone(memory_format=torch.contiguous_format)
         return out.reshape(b, h * w, c)
 
