@@ -33,7 +33,9 @@ class DeiTEmbed(nn.Module):
         self.pos_hw = pos_hw
         self.with_cls_token = with_cls_token
         self.proj = nn.Conv2d(in_channels, dims, patch, stride=patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
+        # kept without the token too (checkpoints load strictly), but out of training: DDP refuses a
+        # trainable parameter that takes no part in the loss
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dims), requires_grad=with_cls_token)
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + pos_hw[0] * pos_hw[1], dims))
         self.drop = nn.Dropout(drop_rate)
 
