@@ -50,8 +50,8 @@ def same(a, b, tol: float = 1e-5) -> bool:
 
 
 def one_stride(spec: FamilySpec) -> bool:
-    """A plain backbone (one map stride for every output, a ViT): no pyramid for smp's decoders and
-    torchvision's FPN, which refuse it in one line."""
+    """A plain backbone (one map stride for every output, a ViT): smp's decoders refuse it in one line;
+    torchvision's FPN gets ViTDet's simple pyramid."""
     return len({o.stride for o in spec.preset_outputs(spec.weights[0].preset)}) == 1
 
 
@@ -213,17 +213,17 @@ def test_smp_takes_it_as_an_encoder(family):
 def test_torchvision_fpn_backbone(family):
     from inline_dense.torchvision_detection import inline_fpn_backbone
     spec, variant = spec_of(family), SMALLEST[family]
-    if one_stride(spec):
-        with pytest.raises(ValueError, match='takes a pyramid of strides'):
-            inline_fpn_backbone(variant, out_channels=16, **spec.tiny)
-        return
+    # a plain ViT's one stride-16 map goes through ViTDet's simple pyramid (strides 4-32)
     backbone = inline_fpn_backbone(variant, out_channels=16, **spec.tiny).eval()
     with torch.no_grad():
         levels = backbone(torch.randn(1, 3, *SIZES[0]))
     strides = backbone.level_strides
     assert len(levels) == len(strides) and all(v.shape[1] == 16 for v in levels.values())
+    # a pyramid's level s covers ceil(H / s) cells; the simple pyramid's levels are made from the plain
+    # backbone's stride-b grid, ceil(H / b) cells, so they cover ceil(ceil(H / b) * b / s)
+    base = spec.preset_outputs(spec.weights[0].preset)[0].stride if one_stride(spec) else 1
     assert [tuple(v.shape[-2:]) for v in levels.values()] == [
-        (math.ceil(SIZES[0][0] / s), math.ceil(SIZES[0][1] / s)) for s in strides]
+        tuple(math.ceil(math.ceil(side / base) * base / s) for side in SIZES[0]) for s in strides]
 
 
 @pytest.mark.parametrize('family', FAMILIES)
