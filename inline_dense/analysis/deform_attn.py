@@ -1,5 +1,6 @@
 """Time and memory of the stand-in's multi-scale deformable attention against mmcv's
-``multi_scale_deformable_attn_pytorch``: one forward + backward at a DINO-like layout.
+``multi_scale_deformable_attn_pytorch``: one forward + backward at DINO-, Deformable-DETR- and
+Mask2Former-like layouts (``--layout``, see LAYOUTS), or skewed level shapes.
 
     python -m inline_dense.analysis.deform_attn [--height 512 --width 512 --device cpu --runs 3]
 
@@ -24,18 +25,38 @@ from .. import openmmlab  # noqa: F401  (serves mmcv._ext with the stand-in befo
 IMPLS = ('pure', 'stand-in')
 
 
-def dino_inputs(height: int, width: int, batch: int = 1, device: str = 'cpu', seed: int = 0) -> List[torch.Tensor]:
-    """(value (B, S, 8, 32), spatial_shapes (4, 2), level_start_index (4,), sampling_locations
-    (B, S, 8, 4, 4, 2), attention_weights (B, S, 8, 4, 4)) for DINO's encoder at this image size."""
-    shapes = torch.tensor([[math.ceil(height / s), math.ceil(width / s)] for s in (8, 16, 32, 64)])
+LAYOUTS = {
+    # name: (level strides or explicit (h, w) shapes, queries: None = every key (an encoder), heads, points)
+    'dino-enc': ((8, 16, 32, 64), None, 8, 4),
+    'dino-dec': ((8, 16, 32, 64), 900, 8, 4),
+    'dino5-dec': ((4, 8, 16, 32, 64), 900, 8, 4),
+    'm2f-enc': ((8, 16, 32), None, 8, 4),
+    'ddetr-dec': ((8, 16, 32, 64), 300, 8, 4),
+    'skewed': (((200, 300), (1, 600), (600, 1)), 900, 8, 4),
+}
+
+
+def layout_inputs(layout: str, height: int, width: int, batch: int = 1, device: str = 'cpu',
+                  seed: int = 0) -> List[torch.Tensor]:
+    """(value (B, S, H, 32), spatial_shapes (L, 2), level_start_index (L,), sampling_locations
+    (B, Q, H, L, P, 2), attention_weights (B, Q, H, L, P)) for ``layout`` (see LAYOUTS) at this image size."""
+    levels, queries, heads, points = LAYOUTS[layout]
+    rows = [list(s) if isinstance(s, tuple) else [math.ceil(height / s), math.ceil(width / s)] for s in levels]
+    shapes = torch.tensor(rows)
     sizes = shapes[:, 0] * shapes[:, 1]
     start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
     keys = int(sizes.sum())
+    queries = keys if queries is None else queries
     gen = torch.Generator().manual_seed(seed)
-    value = torch.randn(batch, keys, 8, 32, generator=gen)
-    loc = torch.rand(batch, keys, 8, 4, 4, 2, generator=gen)
-    weights = torch.rand(batch, keys, 8, 4, 4, generator=gen).softmax(-1)
+    value = torch.randn(batch, keys, heads, 32, generator=gen)
+    loc = torch.rand(batch, queries, heads, len(rows), points, 2, generator=gen)
+    weights = torch.rand(batch, queries, heads, len(rows), points, generator=gen).softmax(-1)
     return [t.to(device) for t in (value, shapes, start, loc, weights)]
+
+
+def dino_inputs(height: int, width: int, batch: int = 1, device: str = 'cpu', seed: int = 0) -> List[torch.Tensor]:
+    """DINO-4scale's encoder layout (see :func:`layout_inputs`)."""
+    return layout_inputs('dino-enc', height, width, batch, device, seed)
 
 
 def step(impl: str, inputs: List[torch.Tensor]) -> None:
@@ -55,10 +76,11 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int = 3) -> Dict[str, float]:
+def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int = 3,
+            layout: str = 'dino-enc') -> Dict[str, float]:
     """In THIS process: median seconds of ``runs`` forward + backward steps (after one warm-up)
     and the peak memory in MiB above what the inputs took (CPU: resident; CUDA: allocator)."""
-    inputs = dino_inputs(height, width, device=device)
+    inputs = layout_inputs(layout, height, width, device=device)
     if device.startswith('cuda'):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -78,13 +100,15 @@ def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int =
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
     return dict(impl=impl, seconds=sorted(times)[len(times) // 2], peak_mib=peak,
-                keys=int(inputs[0].shape[1]), device=device)
+                keys=int(inputs[0].shape[1]), queries=int(inputs[3].shape[1]),
+                device=device, layout=layout)
 
 
-def measure_in_subprocess(impl: str, height: int, width: int, device: str, runs: int) -> Dict[str, float]:
+def measure_in_subprocess(impl: str, height: int, width: int, device: str, runs: int,
+                          layout: str = 'dino-enc') -> Dict[str, float]:
     """:func:`measure` in a fresh interpreter (its own peak memory)."""
     code = ('import json, sys; from inline_dense.analysis.deform_attn import measure; '
-            f'print(json.dumps(measure({impl!r}, {height}, {width}, {device!r}, {runs})))')
+            f'print(json.dumps(measure({impl!r}, {height}, {width}, {device!r}, {runs}, {layout!r})))')
     out = subprocess.run([sys.executable, '-c', code], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -96,16 +120,21 @@ def main(argv=None) -> List[Dict[str, float]]:
     parser.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
     parser.add_argument('--runs', type=int, default=3, help='timed steps after one warm-up (default 3)')
     parser.add_argument('--threads', type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument('--layout', default='dino-enc', choices=sorted(LAYOUTS) + ['all'],
+                        help='level layout (default dino-enc; all = each in turn)')
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = [measure_in_subprocess(impl, args.height, args.width, args.device, args.runs) for impl in IMPLS]
-    for row in rows:
-        print(f"{row['impl']:>9}: {row['seconds'] * 1000:8.1f} ms forward+backward, peak {row['peak_mib']:7.1f} MiB "
-              f"({row['keys']} keys = queries, 8 heads x 32, 4 levels x 4 points, {row['device']})")
-    print(f"stand-in / pure: time {rows[1]['seconds'] / rows[0]['seconds']:.2f}x, "
-          f"memory {rows[1]['peak_mib'] / max(rows[0]['peak_mib'], 1e-9):.2f}x")
-    return rows
+    all_rows = []
+    for layout in sorted(LAYOUTS) if args.layout == 'all' else [args.layout]:
+        rows = [measure_in_subprocess(impl, args.height, args.width, args.device, args.runs, layout) for impl in IMPLS]
+        for row in rows:
+            print(f"{layout:>9} {row['impl']:>9}: {row['seconds'] * 1000:8.1f} ms forward+backward, peak "
+                  f"{row['peak_mib']:7.1f} MiB ({row['keys']} keys, {row['queries']} queries, {row['device']})")
+        print(f"{layout:>9} stand-in / pure: time {rows[1]['seconds'] / rows[0]['seconds']:.2f}x, "
+              f"memory {rows[1]['peak_mib'] / max(rows[0]['peak_mib'], 1e-9):.2f}x", flush=True)
+        all_rows += rows
+    return all_rows
 
 
 if __name__ == '__main__':

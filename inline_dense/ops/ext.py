@@ -13,7 +13,7 @@ Served:
   bilinear sampling, its first-maximum rule and its argmax coordinates.
 - ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
 - ``ms_deform_attn_forward`` / ``ms_deform_attn_backward`` (DINO, Deformable DETR, Mask2Former):
-  one ``grid_sample`` over all levels at once (see :func:`_ms_deform_attn`), gradients by autograd.
+  one ``grid_sample`` per level at its own size (see :func:`_ms_deform_attn`), gradients by autograd.
 
 Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indices and class
 targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
@@ -529,43 +529,43 @@ def _check_ms_deform_attn(op: str, value: Tensor, spatial_shapes: Tensor, level_
 
 def _ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                     sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
-    """mmcv's multi-scale deformable attention with one ``grid_sample`` over all levels.
+    """mmcv's multi-scale deformable attention: each level sampled at its own (h, w) with its own
+    exact coordinates, weighted and summed.
 
-    The levels are scattered (one ``index_copy``) into a zero canvas of the largest level's
-    height and width, and each level's normalised locations are rescaled to that canvas: a
-    location outside a level then reads the canvas's zeros, as ``grid_sample``'s zero padding
-    reads them at the level's own border, so the bilinear samples are the same.
+    No shared canvas and no rescaled coordinates: ``grid_sample`` then picks the same corners as
+    mmcv's ``multi_scale_deformable_attn_pytorch`` for locations exactly on the pixel grid (so the
+    gradients agree there too), and a skewed level (1 x 600) costs its 600 keys, not a 600 x 600 canvas.
 
     Args:
         value: (B, S, H, D), the L levels flattened (row-major) and concatenated along S.
-        spatial_shapes: (L, 2) int64 rows (h, w); level_start_index: (L,) int64.
-        sampling_locations: (B, Q, H, L, P, 2), (x, y) in [0, 1] of each level.
+        spatial_shapes: (L, 2) int64 rows (h, w) with sum(h * w) == S.
+        level_start_index: (L,) int64, checked to be the cumulative level sizes (so unused here).
+        sampling_locations: (B, Q, H, L, P, 2), (x, y) in [0, 1] of each level; outside it the
+            samples read zeros (``grid_sample``'s zero padding, align_corners=False).
         attention_weights: (B, Q, H, L, P).
 
     Returns:
         (B, Q, H * D).
     """
-    batch, num_keys, heads, dims = value.shape
+    batch, _, heads, dims = value.shape
     _, queries, _, levels, points, _ = sampling_locations.shape
-    level_h, level_w = spatial_shapes[:, 0], spatial_shapes[:, 1]
-    height, width = (int(v) for v in spatial_shapes.max(dim=0).values.tolist())
-    # canvas position of each key: level l, row y, column x -> l * height * width + y * width + x
-    key = torch.arange(num_keys, device=value.device)
-    level = torch.searchsorted(level_start_index, key, right=True) - 1
-    local = key - level_start_index[level]
-    place = level * (height * width) + (local // level_w[level]) * width + local % level_w[level]
-    canvas = value.new_zeros(batch * heads, levels * height * width, dims)
-    canvas = canvas.index_copy(1, place, value.transpose(1, 2).reshape(batch * heads, num_keys, dims))
-    # (B*H*L, D, height, width), a channels-last view: grid_sample takes it without a copy
-    canvas = canvas.view(batch * heads * levels, height, width, dims).permute(0, 3, 1, 2)
-    scale = torch.stack([level_w.to(value.dtype) / width, level_h.to(value.dtype) / height], dim=-1)  # (L, 2): x, y
-    grid = (2 * sampling_locations * scale[:, None] - 1).permute(0, 2, 3, 1, 4, 5)  # (B, H, L, Q, P, 2)
-    samples = F.grid_sample(canvas, grid.reshape(batch * heads * levels, queries, points, 2),
-                            mode='bilinear', padding_mode='zeros', align_corners=False)  # (B*H*L, D, Q, P)
-    samples = samples.view(batch, heads, levels, dims, queries * points)
-    weights = attention_weights.permute(0, 2, 3, 1, 4).reshape(batch, heads, levels, 1, queries * points)
-    out = (samples * weights).sum(2).view(batch, heads, dims, queries, points).sum(-1)  # (B, H, D, Q)
-    return out.permute(0, 3, 1, 2).reshape(batch, queries, heads * dims)
+    shapes: list = spatial_shapes.tolist()
+    # (B*H, D, S): one level is a contiguous slice along S, viewed as (B*H, D, h, w)
+    keys = value.permute(0, 2, 3, 1).reshape(batch * heads, dims, -1)
+    # (L, B*H, Q, P, 2) grids in [-1, 1]; (L, B*H, Q, P) weights
+    grids = (2 * sampling_locations - 1).permute(3, 0, 2, 1, 4, 5).reshape(levels, batch * heads, queries, points, 2)
+    weights = attention_weights.permute(3, 0, 2, 1, 4).reshape(levels, batch * heads, queries, points)
+    parts = []
+    start = 0
+    for level, (h, w) in enumerate(shapes):
+        level_value = keys[:, :, start:start + h * w].reshape(batch * heads, dims, h, w)
+        start += h * w
+        samples = F.grid_sample(level_value, grids[level], mode='bilinear', padding_mode='zeros',
+                                align_corners=False)  # (B*H, D, Q, P)
+        # weighted sum over the points as a batched matmul: (B*H*Q, D, P) @ (B*H*Q, P, 1)
+        parts.append(torch.matmul(samples.permute(0, 2, 1, 3), weights[level].unsqueeze(-1)).squeeze(-1))
+    out = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]  # (B*H, Q, D)
+    return out.view(batch, heads, queries, dims).permute(0, 2, 1, 3).reshape(batch, queries, heads * dims)
 
 
 def _ms_deform_attn_work_dtype(value: Tensor) -> torch.dtype:

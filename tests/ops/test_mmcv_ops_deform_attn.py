@@ -74,6 +74,79 @@ def test_matches_the_pure_function_at_random_layouts_in_float32(draw):
     _compare(_draw(rng, torch.float32), rtol=0, atol=1e-4)
 
 
+def _on_grid(rng: random.Random, inputs):
+    """``inputs`` with each location moved, per level and axis, onto that level's pixel grid: a
+    pixel centre ((i + 0.5) / size, where grid_sample's corner choice flips) or a pixel edge (i / size)."""
+    value, shapes, start, loc, weights = inputs
+    loc = loc.clone()
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    for level, (h, w) in enumerate(shapes.tolist()):
+        for axis, size in ((0, w), (1, h)):
+            index = torch.randint(-1, size + 1, loc[..., level, :, axis].shape, generator=gen).to(loc.dtype)
+            centre = torch.rand(index.shape, generator=gen) < 0.7
+            loc[..., level, :, axis] = (index + centre.to(loc.dtype) * 0.5) / size
+    return [value, shapes, start, loc, weights]
+
+
+def _skewed(rng: random.Random, dtype):
+    """A random layout where every level is 1 x N or N x 1 (N up to 40), locations off the grid."""
+    inputs = _draw(rng, dtype)
+    levels = inputs[1].shape[0]
+    shapes = torch.tensor([[1, rng.randint(1, 40)] if rng.random() < 0.5 else [rng.randint(1, 40), 1]
+                           for _ in range(levels)])
+    sizes = shapes[:, 0] * shapes[:, 1]
+    value = torch.randn(inputs[0].shape[0], int(sizes.sum()), *inputs[0].shape[2:], dtype=dtype)
+    start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    return [value, shapes, start, inputs[3], inputs[4]]
+
+
+def _compare_elementwise(inputs, rtol=1e-4, atol=1e-5):
+    """Forward and every gradient equal the pure function's element by element (no rescaled tolerance)."""
+    value, shapes, start, loc, weights = inputs
+    results = []
+    for fn in (_pure, _through_ext):
+        leaves = [t.clone().requires_grad_(True) for t in (value, loc, weights)]
+        out = fn(leaves[0], shapes, start, leaves[1], leaves[2])
+        grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype)
+        results.append((out, *torch.autograd.grad(out, leaves, grad_out)))
+    for name, got, want in zip(('output', 'value', 'sampling_locations', 'attention_weights'), *reversed(results)):
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m, name=name: f'{name}: {m}')
+
+
+@pytest.mark.parametrize('draw', range(8))
+def test_every_gradient_matches_on_the_pixel_grid(draw):
+    rng = random.Random(SEED * 1000 + 200 + draw)
+    _compare_elementwise(_on_grid(rng, _draw(rng, torch.float32)))
+
+
+@pytest.mark.parametrize('draw', range(6))
+def test_every_gradient_matches_off_the_grid_elementwise(draw):
+    rng = random.Random(SEED * 1000 + 300 + draw)
+    _compare_elementwise(_draw(rng, torch.float32))
+
+
+@pytest.mark.parametrize('draw', range(6))
+def test_every_gradient_matches_at_one_pixel_wide_levels(draw):
+    rng = random.Random(SEED * 1000 + 400 + draw)
+    inputs = _skewed(rng, torch.float32)
+    _compare_elementwise(inputs)
+    _compare_elementwise(_on_grid(rng, inputs))
+
+
+def test_gradcheck_in_float64_through_the_ext_functions():
+    rng = random.Random(SEED * 1000 + 500)
+    value, shapes, start, loc, weights = _draw(rng)
+    # bilinear sampling has kinks at pixel centres: keep every location 0.2 pixel or more away from one
+    loc = loc.clone()
+    for level, (h, w) in enumerate(shapes.tolist()):
+        for axis, size in ((0, w), (1, h)):
+            pixel = (loc[..., level, :, axis] * size - 0.5).floor()
+            loc[..., level, :, axis] = (pixel + 0.7 + 0.6 * torch.rand(pixel.shape, dtype=loc.dtype)) / size
+    leaves = [t.clone().requires_grad_(True) for t in (value, loc, weights)]
+    assert torch.autograd.gradcheck(lambda v, s, a: _through_ext(v, shapes, start, s, a), leaves,
+                                    eps=1e-6, atol=1e-5, rtol=1e-4)
+
+
 def test_the_ext_functions_write_the_compiled_conventions_buffers():
     value, shapes, start, loc, weights = _draw(random.Random(SEED + 7))
     ext = mmcv_ext()
