@@ -277,6 +277,6 @@ def test_allow_list_is_idempotent_and_narrow():
 
 @pytest.mark.parametrize('version, expected', [
     ('2.1.2', False), ('2.5.1+cpu', False), ('2.6.0', True), ('2.6.0a0+git1234', True),
-    ('2.14.1', True), ('3.0.0', True)])
+    ('2.14.7', True), ('3.0.0', True)])
 def test_needs_allow_list_only_from_torch_2_6(version, expected):
     assert mmengine_types.needs_allow_list(version) is expected
