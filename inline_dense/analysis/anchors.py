@@ -8,28 +8,15 @@ stage outputs against eager fp32 (all stages together).
 """
 import functools
 import os
-import statistics
 import tempfile
-import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..deploy.onnx_export import BackboneOutputs, export_with_fallback
+from ..deploy.onnx_export import BackboneOutputs, export_with_fallback, median_ms
 from ..runtime.precision import autocast, native_bf16_cpu
-
-
-def median_ms(call: Callable[[], Any], warmup: int, runs: int) -> float:
-    for _ in range(warmup):
-        call()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def rel_error(outs: Sequence[Any], refs: Sequence[torch.Tensor]) -> float:
@@ -82,7 +69,7 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
     def add(runtime: str, precision: str, call: Callable[[], Any], outs: Optional[Sequence[Any]] = None) -> None:
         try:
             outs = call() if outs is None else outs
-            rows.append(dict(runtime=runtime, precision=precision, median_ms=median_ms(call, warmup, runs),
+            rows.append(dict(runtime=runtime, precision=precision, median_ms=median_ms(call, runs, warmup),
                              rel_error=rel_error(outs, refs), error=''))
         except Exception as err:  # an anchor that fails is reported, the others still run
             rows.append(dict(runtime=runtime, precision=precision, median_ms=None, rel_error=None,

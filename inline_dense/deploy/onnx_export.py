@@ -171,7 +171,10 @@ def outside_ranges(shapes: Sequence[Shape], ranges: InputRanges) -> List[Shape]:
     return [s for s in shapes if out(s[0], 'batch') or out(s[2], 'height') or out(s[3], 'width')]
 
 
-def _median_ms(call: Callable[[], object], runs: int) -> float:
+def median_ms(call: Callable[[], object], runs: int, warmup: int = 0) -> float:
+    """The median wall time of ``runs`` calls (after ``warmup`` untimed ones), in ms."""
+    for _ in range(warmup):
+        call()
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -199,14 +202,14 @@ def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHA
         feed = {name: image.numpy()}
         with torch.no_grad():
             ref = [t.float() for t in tensors_in(module(image))]
-            torch_ms = _median_ms(lambda image=image: module(image), runs)
+            torch_ms = median_ms(lambda image=image: module(image), runs)
         try:
             got = [torch.from_numpy(a) for a in session.run(None, feed)]
         except Exception as err:  # onnxruntime's own errors (Fail, RuntimeException, ...): one line, not a traceback
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise OnnxMismatchError(f'{path}: onnxruntime failed at input {shape} ({type(err).__name__}: '
                                     f'{first[:300]}). Do not deploy this file.', tuple(shape)) from err
-        ort_ms = _median_ms(lambda feed=feed: session.run(None, feed), runs)
+        ort_ms = median_ms(lambda feed=feed: session.run(None, feed), runs)
         if len(got) != len(ref) or any(g.shape != r.shape for g, r in zip(got, ref)):
             raise OnnxMismatchError(
                 f'{path}: at input {shape} onnxruntime returned shapes {[tuple(g.shape) for g in got]}, PyTorch '
