@@ -222,7 +222,7 @@ def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
     from inline_dense.analysis import gemm
-    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    from inline_dense.deploy.anchors import anchor_rows, format_anchor_rows
     threads = args.threads or torch.get_num_threads()
     rates = gemm.gemm_rates(['fp32', *[d for d in args.dtype if d != 'fp32']], threads)
     print(gemm.format_rates(rates), flush=True)

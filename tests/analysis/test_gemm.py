@@ -62,7 +62,7 @@ def test_benchmark_leaves_out_a_dtype_without_native_unit(monkeypatch, capsys):
 def test_anchor_rows_on_a_tiny_backbone(tiny_backbone):
     """Eager, ONNX Runtime and OpenVINO (or why not) on one tiny exported backbone; the graph runtimes in
     fp32 agree with eager fp32."""
-    from inline_dense.analysis.anchors import anchor_rows, format_anchor_rows
+    from inline_dense.deploy.anchors import anchor_rows, format_anchor_rows
     torch.manual_seed(0)
     rows = anchor_rows(tiny_backbone('swin', drop_path_rate=0.0), (64, 96), threads=1, warmup=0, runs=1)
     by = {(r['runtime'], r['precision']): r for r in rows}

@@ -323,9 +323,10 @@ def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
 
 
 def test_atomic_write_leaves_no_temporary_file_on_error(tmp_path):
+    from inline_dense.checkpoint.atomic import OutputPathError
     from inline_dense.openmmlab.engine import atomic_write_text
-    (tmp_path / 'last_checkpoint').mkdir()  # os.replace onto a directory fails
-    with pytest.raises(OSError):
+    (tmp_path / 'last_checkpoint').mkdir()  # refused before anything is written (os.replace would fail)
+    with pytest.raises(OutputPathError, match='is a directory'):
         atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
     assert os.listdir(tmp_path) == ['last_checkpoint']
 

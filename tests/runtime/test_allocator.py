@@ -28,5 +28,7 @@ def faults_per_64mib(mode: str) -> int:
 @pytest.mark.skipif(platform.system() != 'Linux' or platform.libc_ver()[0] != 'glibc', reason='glibc only')
 def test_keep_freed_memory_stops_the_page_faults_of_a_reused_block():
     default, kept = faults_per_64mib('default'), faults_per_64mib('keep')
-    assert default > 1000, default  # 64 MiB mmapped afresh: 16k pages (fewer with huge pages)
+    # 64 MiB mmapped afresh: 16k faults of 4 KiB pages, or 32 of 2 MiB transparent huge pages (which the
+    # kernel hands out when it finds free contiguous memory: fewer on a loaded machine)
+    assert default >= 32, default
     assert kept < default / 10, (default, kept)

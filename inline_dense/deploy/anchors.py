@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..deploy.onnx_export import BackboneOutputs, export_with_fallback, median_ms
 from ..runtime.precision import autocast, native_bf16_cpu
+from .onnx_export import BackboneOutputs, export_with_fallback, median_ms
 
 
 def rel_error(outs: Sequence[Any], refs: Sequence[torch.Tensor]) -> float:
