@@ -275,8 +275,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')
-    failed = [r for r in payload['results'] if r.get('error')]
-    if len(failed) == len(payload['results']):  # nothing measured: say why, exit non-zero
+    rows = payload['results']
+    rows = list(rows.values()) if isinstance(rows, dict) else rows  # --layer: a row per variant, by name
+    failed = [r for r in rows if r.get('error')]
+    if len(failed) == len(rows):  # nothing measured: say why, exit non-zero
         why = f'every job failed (first: {failed[0]["error"]})' if failed else 'no job was left to run (--skip?)'
         print(f'[benchmark] FAILED: nothing was measured: {why}', file=sys.stderr)
         return 1

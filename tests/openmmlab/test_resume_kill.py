@@ -26,7 +26,7 @@ import tempfile
 import pytest
 import torch
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 MAX_ITERS, CKPT_INTERVAL, VAL_INTERVAL = 12, 4, 6
 
 
