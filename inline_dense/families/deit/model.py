@@ -42,7 +42,8 @@ class DeiTEmbed(nn.Module):
     def forward(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
         x = self.proj(padding.pad_to_multiple(x, self.patch))
         hw = (x.shape[2], x.shape[3])
-        tokens = x.flatten(2).transpose(1, 2)
+        # token-major once here: the blocks' adds keep their input's layout, and every LayerNorm would copy
+        tokens = x.flatten(2).transpose(1, 2).contiguous()
         tokens = tokens + position.stage_position(self.pos_embed[:, 1:], self.pos_hw, hw, valid_hw, self.patch,
                                                   'bicubic')
         if self.with_cls_token:
