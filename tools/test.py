@@ -13,6 +13,7 @@ import os.path as osp
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
+from inline_dense.checkpoint.atomic import OutputPathError, output_target
 from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.openmmlab.engine.launch import (
     MissingDatasetError,
@@ -56,6 +57,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     set_local_rank(args.local_rank)
     if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
         parser.error(f'--out {args.out}: the predictions are dumped with pickle; use a .pkl file name')
+    try:  # refused now, not after the whole test set ran
+        if args.out is not None:
+            output_target(args.out)
+    except OutputPathError as exc:
+        parser.error(f'--out: {exc}')
+    if args.show_dir is not None and osp.exists(args.show_dir) and not osp.isdir(args.show_dir):
+        parser.error(f'--show-dir {args.show_dir} exists and is not a directory; name a directory for the '
+                     f'pictures (it is created if missing)')
     return args
 
 

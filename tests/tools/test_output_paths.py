@@ -1,7 +1,8 @@
 """One rule for every output path (inline_dense/checkpoint/atomic.py): an existing path that is not
 a regular file (a device, a directory, a FIFO) is refused in one line; a symlink is written through
 to its target, atomically, and stays a link. Checked on the rule itself and on every writing tool:
-the converter, export_onnx, the benchmark's JSON and plot, get_flops' JSON and the demo picture."""
+the converter, export_onnx, the benchmark's JSON and plot, get_flops' JSON, tools/test.py's --out
+and --show-dir and the demo picture."""
 import os
 from pathlib import Path
 
@@ -106,6 +107,27 @@ def test_export_onnx_refuses_them_before_exporting(kind, tmp_path, capsys):
         import_tool('export_onnx').parse_args([SEG_CONFIG, '--out', str(path)])
     assert info.value.code == 2 and WORDS[kind] in capsys.readouterr().err
     assert unchanged(path, kind)
+
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_test_tool_refuses_them_before_testing(kind, tmp_path, capsys):
+    """tools/test.py's --out (mmengine dumps the predictions there after the whole test set)."""
+    path = special(kind, tmp_path)
+    pkl = tmp_path / 'preds.pkl'  # --out must name a .pkl: a link with that name to the special file
+    pkl.symlink_to(path)
+    with pytest.raises(SystemExit) as info:
+        import_tool('test').parse_args([SEG_CONFIG, 'ckpt.pth', '--out', str(pkl)])
+    assert info.value.code == 2 and WORDS[kind] in capsys.readouterr().err
+    assert unchanged(path, kind)
+
+
+def test_test_tool_refuses_a_show_dir_that_is_a_file(tmp_path, capsys):
+    path = tmp_path / 'pictures'
+    path.write_text('keep')
+    with pytest.raises(SystemExit) as info:
+        import_tool('test').parse_args([SEG_CONFIG, 'ckpt.pth', '--show-dir', str(path)])
+    assert info.value.code == 2 and 'is not a directory' in capsys.readouterr().err
+    assert path.read_text() == 'keep'
 
 
 @pytest.mark.parametrize('flag', ['--out', '--plot'])
