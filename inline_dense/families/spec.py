@@ -155,6 +155,11 @@ class FamilySpec:
         """Where the backbone class is defined."""
         return f'inline_dense.families.{self.name}.model'
 
+    @property
+    def plain(self) -> bool:
+        """A plain ViT: presets give ``depth`` (one stride, its blocks the stages), not ``depths`` per stage."""
+        return 'depth' in next(iter(self.presets.values()))
+
     def preset_outputs(self, preset: Union[str, Preset]) -> Tuple[Output, ...]:
         """The outputs of a preset (by name, or an arch dict)."""
         return self.outputs(self.presets[preset] if isinstance(preset, str) else preset)
@@ -165,6 +170,6 @@ class FamilySpec:
     def shrunk(self) -> Dict[str, Any]:
         """The backbone arguments that give ``shrunk_depths``: ``depths`` per stage, or for a plain ViT
         (presets with ``depth``, its stages its blocks) ``depth``, their sum."""
-        if 'depth' in next(iter(self.presets.values())):
+        if self.plain:
             return dict(depth=sum(self.shrunk_depths))
         return dict(depths=self.shrunk_depths)

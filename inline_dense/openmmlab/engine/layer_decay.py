@@ -1,4 +1,4 @@
-"""Layer-wise learning-rate decay for a plain backbone (InLine-DeiT), ViTDet's rule, as an mmengine
+"""Layer-wise learning-rate decay for a plain backbone (a family whose spec is ``plain``), ViTDet's rule, as an mmengine
 optimizer-wrapper constructor (``LayerDecayOptimWrapperConstructor`` in mmengine's root
 ``OPTIM_WRAPPER_CONSTRUCTORS``; mmdet's only layer-decay constructor accepts ConvNeXt alone).
 
@@ -28,24 +28,26 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ...layers.simple_pyramid import LayerNorm2d
+from ...registry import FAMILIES
 
 NAME = 'LayerDecayOptimWrapperConstructor'
 NORMS = (nn.LayerNorm, nn.GroupNorm, _BatchNorm, LayerNorm2d)
 NO_DECAY_NAMES = ('pos_embed', 'cls_token')
+PLAIN_TYPES = ' or '.join(f"type='{spec.class_name}'" for spec in FAMILIES.values() if spec.plain)
 
 
 def plain_blocks(model: nn.Module) -> int:
     """The number of blocks of ``model.backbone``, a plain backbone (a stem ``patch_embed`` and
-    ``stages`` of one block each, as InLine-DeiT); a one-line error otherwise."""
+    ``stages`` of one block each: :data:`PLAIN_TYPES`); a one-line error otherwise."""
     backbone = getattr(model, 'backbone', None)
     if backbone is None:
         raise ValueError(f'{NAME}: the model ({type(model).__name__}) has no .backbone; layer decay is for a '
-                         f"detector or segmentor with a plain backbone (type='InLineDeiT'): drop constructor={NAME!r}.")
+                         f'detector or segmentor with a plain backbone ({PLAIN_TYPES}): drop constructor={NAME!r}.')
     stages = getattr(backbone, 'stages', None)
     if (not hasattr(backbone, 'patch_embed') or not isinstance(stages, nn.ModuleList) or not len(stages)
             or any(len(getattr(s, 'blocks', ())) != 1 for s in stages)):
         raise ValueError(f'{NAME}: the backbone {type(backbone).__name__} is not a plain ViT (a patch_embed and a '
-                         f"list of blocks); use it with type='InLineDeiT', or drop constructor={NAME!r} for "
+                         f'list of blocks); use it with {PLAIN_TYPES}, or drop constructor={NAME!r} for '
                          f'hierarchical backbones.')
     return len(stages)
 
