@@ -44,13 +44,16 @@ def test_plan_covers_every_model_size_and_mode():
 
 def test_ratios_from_rows():
     def row(model, side, mode, ms, mib=1.0):
-        return dict(model=model, height=side, width=side, mode=mode, median_ms=ms, peak_mib=mib, error='')
+        return dict(model=model, height=side, width=side, mode=mode, median_ms=ms, cpu_ms=ms / 2, peak_mib=mib,
+                    error='')
     rows = [row('inline-deit-s', 1024, 'infer', 10), row('inline-deit-s', 2048, 'infer', 40),
             row('vitdet-softmax', 1024, 'infer', 20), row('global-softmax', 1024, 'infer', 25),
             row('global-softmax', 2048, 'infer', 400), row('inline-deit-s', 2048, 'train', 1, 300),
             row('global-softmax', 2048, 'train', 1, 200)]
     got = [v for _, v, _ in scaling.ratios(rows)]
     assert got == pytest.approx([4.0, 0.5, 0.4, 0.1, 1.5])
+    rows[1]['cpu_ms'] = 30  # by CPU time: 2048² 30 against 1024²'s 5
+    assert [v for _, v, _ in scaling.ratios(rows, 'cpu_ms')][:2] == pytest.approx([6.0, 0.5])
     rows[0]['error'] = 'killed'
     assert math.isnan(scaling.ratios(rows)[0][1])
 
