@@ -14,22 +14,12 @@ import os.path as osp
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.checkpoint.atomic import OutputPathError, output_target
+from inline_dense.openmmlab.engine import launch
 from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
-from inline_dense.openmmlab.engine.launch import (
-    MissingDatasetError,
-    adapt_to_cpu,
-    build_runner,
-    check_datasets,
-    default_work_dir,
-    load_config,
-    run_tool,
-    set_local_rank,
-    setup_codebase,
-)
 from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
 
-USER_ERRORS = (CheckpointError, DatasetCheckError, MissingDatasetError, ToolInputError,
+USER_ERRORS = (CheckpointError, DatasetCheckError, launch.MissingDatasetError, ToolInputError,
                UnsupportedMmengine)
 
 
@@ -54,7 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='job launcher (pytorch = torchrun; see tools/dist_test.sh)')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
-    set_local_rank(args.local_rank)
+    launch.set_local_rank(args.local_rank)
     if args.out is not None and not args.out.endswith(('.pkl', '.pickle')):
         parser.error(f'--out {args.out}: the predictions are dumped with pickle; use a .pkl file name')
     try:  # refused now, not after the whole test set ran
@@ -103,10 +93,10 @@ def enable_amp(cfg) -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    cfg = load_config(args.config, args.cfg_options)
-    codebase = setup_codebase(cfg)
+    cfg = launch.load_config(args.config, args.cfg_options)
+    codebase = launch.setup_codebase(cfg)
     cfg.launcher = args.launcher
-    default_work_dir(cfg, args.config, args.work_dir)
+    launch.default_work_dir(cfg, args.config, args.work_dir)
     check_work_dir(cfg.work_dir)
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
@@ -114,18 +104,18 @@ def main(argv=None) -> dict:
     cfg.load_from = args.checkpoint
     cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
         dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
-    check_datasets(cfg, ('test_dataloader',))
+    launch.check_datasets(cfg, ('test_dataloader',))
     check_dataset_and_heads(cfg, ('test_dataloader',))
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
     if args.amp:
         enable_amp(cfg)
-    adapt_to_cpu(cfg)
-    runner = build_runner(cfg)
+    launch.adapt_to_cpu(cfg)
+    runner = launch.build_runner(cfg)
     if args.out:
         add_dump(runner, codebase, args.out)
     return runner.test()
 
 
 if __name__ == '__main__':
-    run_tool(main, USER_ERRORS)
+    launch.run_tool(main, USER_ERRORS)

@@ -18,6 +18,7 @@ import warnings
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint import CheckpointError
+from inline_dense.openmmlab.engine import launch
 from inline_dense.openmmlab.engine.checkpointing import (
     HookOptionError,
     is_complete_checkpoint,
@@ -25,17 +26,6 @@ from inline_dense.openmmlab.engine.checkpointing import (
     own_checkpoint,
 )
 from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
-from inline_dense.openmmlab.engine.launch import (
-    MissingDatasetError,
-    adapt_to_cpu,
-    build_runner,
-    check_datasets,
-    default_work_dir,
-    load_config,
-    run_tool,
-    set_local_rank,
-    setup_codebase,
-)
 from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.openmmlab.engine.randomness import resume_exactness_problems, saved_seeds
 from inline_dense.openmmlab.engine.resume_checks import (
@@ -48,7 +38,7 @@ from inline_dense.openmmlab.engine.resume_checks import (
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
 from inline_dense.openmmlab.mmcv_ops import uses_stand_in
 
-USER_ERRORS = (CheckpointError, HookOptionError, DatasetCheckError, MissingDatasetError, ToolInputError,
+USER_ERRORS = (CheckpointError, HookOptionError, DatasetCheckError, launch.MissingDatasetError, ToolInputError,
                UnsupportedMmengine)
 
 
@@ -73,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='job launcher (pytorch = torchrun; see tools/dist_train.sh)')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
-    set_local_rank(args.local_rank)
+    launch.set_local_rank(args.local_rank)
     return args
 
 
@@ -117,10 +107,10 @@ def enable_auto_scale_lr(cfg) -> None:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    cfg = load_config(args.config, args.cfg_options)
-    setup_codebase(cfg)
+    cfg = launch.load_config(args.config, args.cfg_options)
+    launch.setup_codebase(cfg)
     cfg.launcher = args.launcher
-    default_work_dir(cfg, args.config, args.work_dir)
+    launch.default_work_dir(cfg, args.config, args.work_dir)
     check_work_dir(cfg.work_dir)
     if args.amp:
         enable_amp(cfg)
@@ -149,14 +139,14 @@ def main(argv=None) -> None:
     elif cfg.get('load_from'):
         cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
             dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
-    check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
+    launch.check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     check_dataset_and_heads(cfg, ('train_dataloader', 'val_dataloader'))
     for problem in resume_exactness_problems(cfg):
         warnings.warn(f'a killed run of this config cannot be resumed exactly: {problem}.', stacklevel=1)
-    adapt_to_cpu(cfg)
+    launch.adapt_to_cpu(cfg)
     if checkpoint is not None:
         check_resumed_config(cfg, checkpoint, cfg.load_from)
-    build_runner(cfg).train()
+    launch.build_runner(cfg).train()
 
 
 def warn_nothing_to_resume(work_dir: str) -> None:
@@ -236,4 +226,4 @@ def use_saved_seeds(cfg, checkpoint: str) -> None:
 
 
 if __name__ == '__main__':
-    run_tool(main, USER_ERRORS)
+    launch.run_tool(main, USER_ERRORS)

@@ -8,11 +8,10 @@ _base_ = [
     './_base_/inline-pvt-mini.py',
 ]
 
-num_classes = 5
 norm_cfg = dict(type='BN', requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=_base_.crop_size),
     pretrained=None,
     backbone=dict(_base_.inline_backbone, _delete_=True),
     neck=dict(in_channels=_base_.inline_channels, out_channels=64),
-    decode_head=dict(in_channels=[64, 64, 64, 64], channels=64, num_classes=num_classes, norm_cfg=norm_cfg))
+    decode_head=dict(in_channels=[64, 64, 64, 64], channels=64, num_classes=_base_.num_classes, norm_cfg=norm_cfg))

@@ -14,7 +14,6 @@ _base_ = [
 # mmseg's Mask2Former head is mmdet's: the runtime's imports, plus mmdet's models
 custom_imports = dict(_base_.custom_imports, imports=_base_.custom_imports.imports + ['mmdet.models'])
 
-num_classes = 5
 model = dict(
     type='EncoderDecoder',
     data_preprocessor=dict(type='SegDataPreProcessor', mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375],
@@ -25,11 +24,11 @@ model = dict(
     decode_head=dict(
         _base_.m2f_head,
         in_channels=_base_.inline_channels,
-        num_classes=num_classes,
+        num_classes=_base_.num_classes,
         num_queries=10,
         align_corners=False,
         loss_cls=dict(type='mmdet.CrossEntropyLoss', use_sigmoid=False, loss_weight=2.0, reduction='mean',
-                      class_weight=[1.0] * num_classes + [_base_.m2f_no_object_weight]),
+                      class_weight=[1.0] * _base_.num_classes + [_base_.m2f_no_object_weight]),
         train_cfg=_base_.m2f_train_cfg),
     train_cfg=dict(),
     test_cfg=dict(mode='whole'))

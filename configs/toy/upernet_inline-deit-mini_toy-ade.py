@@ -9,12 +9,11 @@ _base_ = [
     './_base_/inline-deit-mini.py',
 ]
 
-num_classes = 5
 norm_cfg = dict(type='BN', requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=_base_.crop_size),
     pretrained=None,
     backbone=dict(_base_.inline_backbone, _delete_=True, out_indices=(0, 1, 2, 3), out_norm=False),
     neck=dict(in_channels=[64, 64, 64, 64], out_channels=64),
-    decode_head=dict(in_channels=[64, 64, 64, 64], channels=64, num_classes=num_classes, norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=64, channels=32, num_classes=num_classes, norm_cfg=norm_cfg))
+    decode_head=dict(in_channels=[64, 64, 64, 64], channels=64, num_classes=_base_.num_classes, norm_cfg=norm_cfg),
+    auxiliary_head=dict(in_channels=64, channels=32, num_classes=_base_.num_classes, norm_cfg=norm_cfg))

@@ -8,11 +8,11 @@ _base_ = [
     './_base_/inline-swin-mini.py',
 ]
 
-num_classes = 5
 norm_cfg = dict(type='BN', requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=_base_.crop_size),
-    pretrained=None,
     backbone=dict(_base_.inline_backbone, _delete_=True),
-    decode_head=dict(in_channels=_base_.inline_channels, channels=64, num_classes=num_classes, norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=_base_.inline_channels[2], channels=32, num_classes=num_classes, norm_cfg=norm_cfg))
+    decode_head=dict(in_channels=_base_.inline_channels, channels=64, num_classes=_base_.num_classes,
+                     norm_cfg=norm_cfg),
+    auxiliary_head=dict(in_channels=_base_.inline_channels[2], channels=32, num_classes=_base_.num_classes,
+                        norm_cfg=norm_cfg))

@@ -237,6 +237,20 @@ def _check_roi_boxes(op: str, rois: Tensor, pooled_h: int, pooled_w: int, spatia
                            'clip the boxes to the image (mmdet: clip_border) or pass a sampling_ratio > 0')
 
 
+def _check_roi_align_call(op: str, maps: Tuple[str, Tensor], pooled: Tuple[str, Tensor], rois: Tensor,
+                          aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
+                          pool_mode: int, aligned: bool) -> None:
+    """What both directions of roi_align check: ``maps`` (B, C, H, W) the features (forward) or their
+    gradient (backward), ``pooled`` (K, C, PH, PW) the output or its gradient, ``rois`` (K, 5)."""
+    (maps_name, maps_t), (pooled_name, pooled_t) = maps, pooled
+    _require(maps_t.dim() == 4, f'{op}: {maps_name} must be (B, C, H, W), got shape {tuple(maps_t.shape)}')
+    _check_same_device(op, maps, ('rois', rois), pooled)
+    _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
+    _check_rois(op, rois, maps_t.shape[0])
+    _check_roi_boxes(op, rois, aligned_height, aligned_width, spatial_scale, int(sampling_ratio), bool(aligned))
+    _check_out(op, pooled_name, pooled_t, (rois.shape[0], maps_t.shape[1], aligned_height, aligned_width))
+
+
 def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor, argmax_x: Tensor, *,
                       aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
                       pool_mode: int, aligned: bool) -> None:
@@ -249,13 +263,9 @@ def roi_align_forward(input: Tensor, rois: Tensor, output: Tensor, argmax_y: Ten
     """
     CALLS['roi_align_forward'] += 1
     op = 'roi_align'
-    _require(input.dim() == 4, f'{op}: input must be (B, C, H, W) features, got shape {tuple(input.shape)}')
     _check_float(op, 'input', input)
-    _check_same_device(op, ('input', input), ('rois', rois), ('output', output))
-    _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
-    _check_rois(op, rois, input.shape[0])
-    _check_roi_boxes(op, rois, aligned_height, aligned_width, spatial_scale, int(sampling_ratio), bool(aligned))
-    _check_out(op, 'output', output, (rois.shape[0], input.shape[1], aligned_height, aligned_width))
+    _check_roi_align_call(op, ('input', input), ('output', output), rois, aligned_height, aligned_width,
+                          spatial_scale, sampling_ratio, pool_mode, aligned)
     if rois.numel() == 0:
         return
     input = input.to(kernel_dtype(input))
@@ -277,13 +287,9 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
     """Adds the gradient w.r.t. the features into ``grad_input`` (B, C, H, W)."""
     CALLS['roi_align_backward'] += 1
     op = 'roi_align (backward)'
-    _require(grad_input.dim() == 4, f'{op}: grad_input must be (B, C, H, W), got shape {tuple(grad_input.shape)}')
     _check_float(op, 'grad_output', grad_output)
-    _check_same_device(op, ('grad_input', grad_input), ('grad_output', grad_output), ('rois', rois))
-    _check_roi_align_args(op, aligned_height, aligned_width, spatial_scale, sampling_ratio, pool_mode)
-    _check_rois(op, rois, grad_input.shape[0])
-    _check_roi_boxes(op, rois, aligned_height, aligned_width, spatial_scale, int(sampling_ratio), bool(aligned))
-    _check_out(op, 'grad_output', grad_output, (rois.shape[0], grad_input.shape[1], aligned_height, aligned_width))
+    _check_roi_align_call(op, ('grad_input', grad_input), ('grad_output', grad_output), rois, aligned_height,
+                          aligned_width, spatial_scale, sampling_ratio, pool_mode, aligned)
     if rois.numel() == 0:
         return
     batch, channels, height, width = grad_input.shape

@@ -6,9 +6,7 @@
 # A config under configs/upernet/ adds the variant and its width.
 _base_ = [
     'mmseg::_base_/models/upernet_vit-b16_ln_mln.py',
-    'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/schedules/schedule_160k.py',
-    '../inline_runtime_mmseg.py',  # custom_imports, custom_hooks
+    './inline_ade20k-512x512_8xb2-160k_training.py',  # data, optimizer, schedule, runtime
 ]
 
 crop_size = (512, 512)
@@ -21,22 +19,4 @@ model = dict(
     decode_head=dict(num_classes=150),
     auxiliary_head=dict(num_classes=150))
 
-optim_wrapper = dict(
-    _delete_=True,
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=0.00006, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(custom_keys=dict(_base_.inline_paramwise_cfg.custom_keys,
-                                        cls_token=dict(decay_mult=0.))))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
-    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
-]
-
-# 8 GPUs x 2 images
-train_dataloader = dict(batch_size=2)
-val_dataloader = dict(batch_size=1)
-test_dataloader = val_dataloader
-
-# checkpoints and last_checkpoint written atomically: a killed write never breaks --resume
-# (set here, after the schedule base that owns default_hooks; see inline_runtime_mmseg.py)
-default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys=dict(cls_token=dict(decay_mult=0.))))

@@ -7,6 +7,7 @@ data_root = 'data/toy_ade'
 # settings of the generator (inline_dense.toy_data.make_toy_ade), used when data_root is missing
 toy_data = dict(num_train=200, num_val=40, image_size=128, seed=0)
 crop_size = (128, 128)
+num_classes = 5  # the generator's classes: the heads' num_classes
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
