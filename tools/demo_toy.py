@@ -196,7 +196,8 @@ def main(argv=None) -> dict:
         if key in metrics:
             print(f'[demo] {name:>9}: {metrics[key]:.3f}')
     print('[demo] (a detector guessing at random scores about 0.00)')
-    print(f'[demo] train {t_train:.0f} s, eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
+    trained = f'train {t_train:.0f} s, ' if args.checkpoint is None else ''
+    print(f'[demo] {trained}eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
           f'(torch threads: {torch.get_num_threads()})')
     print(f'[demo] checkpoint: {args.checkpoint or osp.join(args.work_dir, f"iter_{max_iters}.pth")}')
     shown = (f'score > {args.score_thr}' if args.score_thr is not None
