@@ -100,3 +100,21 @@ def test_trained_scale_draws_xavier_weights():
     bound = (6 / (32 * 9 + 64)) ** 0.5
     assert conv.weight.abs().max() <= bound and conv.weight.std() > bound / 2
     assert 0.05 < conv.bias.std() < 0.2
+
+
+def test_benchmark_dtype_error_reports_each_output(tmp_path, capsys, monkeypatch):
+    """``benchmark.py --dtype-error``: one row per backbone, size and reduced dtype, errors in (0, 2e-2)
+    (bf16 faked native: the tool would leave it out on a CPU without, and emulated bf16 rounds the same)."""
+    import json
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
+
+    from helpers import import_tool
+    out = tmp_path / 'err.json'
+    status = import_tool('benchmark').main(['--dtype-error', '--dtype', 'fp32', 'bf16', '--models', 'inline-deit-t',
+                                            '--resolutions', '64x96', '--threads', '1', '--out', str(out)])
+    payload = json.loads(out.read_text())
+    assert status == 0 and payload['kind'] == 'dtype_error'
+    (row,) = payload['results']
+    assert (row['model'], row['height'], row['width'], row['dtype']) == ('inline-deit-t', 64, 96, 'bf16')
+    assert 0 < row['max_rel_l2'] == max(row['rel_l2']) < 2e-2
+    assert 'inline-deit-t 64x96 bf16: relative L2 against fp32' in capsys.readouterr().out
