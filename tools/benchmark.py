@@ -83,6 +83,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument('--anchors', action='store_true',
                    help='instead: each backbone in eager fp32 / bf16, its exported ONNX graph in ONNX Runtime '
                         '(fp32) and OpenVINO (fp32, bf16; extra inline_dense[openvino]), in one process')
+    p.add_argument('--dtype-error', action='store_true',
+                   help='instead: each backbone\'s outputs under autocast in each --dtype but fp32 against fp32 '
+                        '(relative L2 per output, inference), weights at the scale of trained ones, in one process')
     p.add_argument('--compile', nargs='?', const='inductor', default=None, metavar='BACKEND',
                    help='instead: torch.compile(dynamic=True) with BACKEND (default inductor) vs eager, on '
                         'every resolution in turn, in one process: first-call (compile) time, graphs, speed-up')
@@ -242,6 +245,36 @@ def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
                 command=' '.join(sys.argv), results=results)
 
 
+def run_dtype_error(args: argparse.Namespace) -> Dict[str, Any]:
+    """Every backbone, resolution and reduced dtype: its outputs' error against float32; prints, returns the payload."""
+    import torch
+
+    from inline_dense.runtime.precision import autocast_errors, parse_dtype, trained_scale_
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    reduced = [d for d in args.dtype if d != 'fp32']
+    if not reduced:
+        print('[benchmark] --dtype-error: no --dtype but fp32 runs natively here; nothing to compare', file=sys.stderr)
+    results = []
+    for name, config in zoo.model_entries(args.models, args.config):
+        if config is not None:
+            print(f'[benchmark] --dtype-error: {name} left out (backbones only)', file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        model = zoo.build_model(name)
+        zoo.init_model(model)
+        trained_scale_(model).eval()
+        for h, w in args.resolutions:
+            x = torch.randn(args.batch, 3, h, w, generator=torch.Generator().manual_seed(0))
+            for dtype in reduced:
+                errs = autocast_errors(model, x, parse_dtype(dtype))
+                print(f'{name} {h}x{w} {dtype}: relative L2 against fp32 per output '
+                      f'{" ".join(f"{e:.2e}" for e in errs)} (max {max(errs):.2e})', flush=True)
+                results.append(dict(model=name, height=h, width=w, dtype=dtype, rel_l2=errs, max_rel_l2=max(errs)))
+    return dict(kind='dtype_error', machine=report.machine_info('cpu'), batch=args.batch,
+                weights='trained scale (Xavier uniform, biases std 0.1)', command=' '.join(sys.argv), results=results)
+
+
 def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
     from inline_dense.analysis.plot import plot
     plot(rows, png, report.plot_title(payload))
@@ -266,12 +299,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         payload = scaling.benchmark(args)
     elif args.anchors:
         payload = run_anchors(args)
+    elif args.dtype_error:
+        payload = run_dtype_error(args)
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
     write_output(out, json.dumps(payload, indent=1))
     print(f'\nwrote {out}')
-    if not args.layer and not args.compile and not args.anchors and not args.no_plot:
+    if not (args.layer or args.compile or args.anchors or args.dtype_error or args.no_plot):
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')

@@ -3,10 +3,12 @@
     python tools/demo_toy.py                     # toy Mask R-CNN + InLine-Swin, a few minutes on CPU
     python tools/demo_toy.py --config configs/toy/retinanet_inline-pvt-mini_fpn_toy-coco.py
     python tools/demo_toy.py --amp               # train and evaluate in bfloat16 (CPU with native bf16)
+    python tools/demo_toy.py --checkpoint work_dirs/demo_toy/iter_400.pth --amp   # those weights, bf16 eval
 
 Steps: generate data/toy_coco if missing -> train from scratch -> evaluate on the toy val set
 (pycocotools box AP, and mask AP for Mask R-CNN) -> write GT | prediction pictures of a few val
-images to WORK_DIR/predictions.png. The checkpoint is WORK_DIR/iter_<N>.pth; evaluate it again with
+images to WORK_DIR/predictions.png. The checkpoint is WORK_DIR/iter_<N>.pth; ``--checkpoint`` evaluates
+and draws it again without training (with ``--amp``: the same weights evaluated in bfloat16), as does
     python tools/test.py CONFIG WORK_DIR/iter_<N>.pth
 """
 import argparse
@@ -40,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--amp', action='store_true',
                         help='automatic mixed precision, training and evaluation (float16 on GPU; bfloat16 on CPU, '
                              'float32 on a CPU without native bfloat16)')
+    parser.add_argument('--checkpoint', default=None,
+                        help='no training: evaluate and draw these weights (a WORK_DIR/iter_<N>.pth of an earlier '
+                             'run); with --amp the evaluation only runs under autocast')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     return parser.parse_args(argv)
 
@@ -139,6 +144,9 @@ def enable_amp(cfg):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
+        raise SystemExit(f'error: --checkpoint {args.checkpoint}: no such file; give the iter_<N>.pth '
+                         f'an earlier demo run wrote in its work dir')
     t0 = time.time()
     import torch
     torch.set_num_threads(max(args.threads, 1))
@@ -152,6 +160,8 @@ def main(argv=None) -> dict:
     output_target(picture)  # a directory, device or FIFO there is refused now, not after training
     cfg.randomness = dict(seed=args.seed)
     amp = enable_amp(cfg) if args.amp else None
+    if args.checkpoint is not None:
+        cfg.load_from = args.checkpoint  # Runner.test() loads it
 
     from inline_dense.toy_data import make_toy_coco
     data_cfg = cfg.train_dataloader.dataset
@@ -166,11 +176,15 @@ def main(argv=None) -> dict:
     for handler in runner.logger.handlers:  # and not one line per parameter without weight decay
         handler.addFilter(lambda record: not record.getMessage().startswith('paramwise_options'))
     precision = '' if amp is None else f' in {amp} autocast'
-    print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations{precision}',
-          flush=True)
-    t1 = time.time()
-    runner.train()
-    t_train = time.time() - t1
+    t_train = 0.0
+    if args.checkpoint is None:
+        print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations'
+              f'{precision}', flush=True)
+        t1 = time.time()
+        runner.train()
+        t_train = time.time() - t1
+    else:
+        print(f'[demo] evaluating {args.checkpoint} (no training){precision}', flush=True)
     t1 = time.time()
     metrics = runner.test()
     t_eval = time.time() - t1
@@ -182,9 +196,10 @@ def main(argv=None) -> dict:
         if key in metrics:
             print(f'[demo] {name:>9}: {metrics[key]:.3f}')
     print('[demo] (a detector guessing at random scores about 0.00)')
-    print(f'[demo] train {t_train:.0f} s, eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
+    trained = f'train {t_train:.0f} s, ' if args.checkpoint is None else ''
+    print(f'[demo] {trained}eval {t_eval:.0f} s, total {time.time() - t0:.0f} s '
           f'(torch threads: {torch.get_num_threads()})')
-    print(f'[demo] checkpoint: {osp.join(args.work_dir, f"iter_{max_iters}.pth")}')
+    print(f'[demo] checkpoint: {args.checkpoint or osp.join(args.work_dir, f"iter_{max_iters}.pth")}')
     shown = (f'score > {args.score_thr}' if args.score_thr is not None
              else "each image's top N by score, N = its number of objects")
     print(f'[demo] picture (left ground truth, right predictions: {shown}): {picture}')

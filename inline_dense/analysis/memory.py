@@ -13,8 +13,10 @@ import torch
 
 # glibc hands blocks above 32 MiB back to the OS when freed (and trims the heap top), so the
 # next pass page-faults (and zero-fills) them again: a cost per byte that, at high
-# resolution, is paid by more and more of the activations. These keep them in the process.
-KEEP_FREED_ENV = {'MALLOC_MMAP_THRESHOLD_': str(2 ** 32), 'MALLOC_TRIM_THRESHOLD_': str(2 ** 36)}
+# resolution, is paid by more and more of the activations. These keep them in the process, as
+# runtime.allocator.keep_freed_memory() does: no mmapped block at all, whatever cap a glibc puts on
+# the mmap threshold, and no trimming (which alone would return a freed block at the heap top).
+KEEP_FREED_ENV = {'MALLOC_MMAP_MAX_': '0', 'MALLOC_TRIM_THRESHOLD_': str(2 ** 31 - 1)}
 
 
 def current_rss() -> int:

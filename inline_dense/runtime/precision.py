@@ -12,7 +12,7 @@ in one printed line. CUDA: float16 (autocast's default; the training tools add a
 import contextlib
 import sys
 from functools import lru_cache
-from typing import Callable, ContextManager, FrozenSet, Optional, TextIO, Union
+from typing import Callable, ContextManager, FrozenSet, List, Optional, TextIO, Union
 
 import torch
 
@@ -104,3 +104,37 @@ def autocast(device: Union[str, torch.device], dtype: Optional[torch.dtype]) -> 
     if dtype is None or dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type(device), dtype=dtype)
+
+
+def trained_scale_(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """``model`` with its linear and convolution weights re-drawn at the scale of trained ones (Xavier
+    uniform, biases of std 0.1), in place. A fresh init (std 0.02) makes every block's contribution tiny
+    next to the patch embedding's, and so every rounding error look small."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)):
+                fan_out, fan_in = m.weight.shape[0], m.weight[0].numel()
+                bound = (6.0 / (fan_in + fan_out)) ** 0.5
+                m.weight.copy_(torch.rand(m.weight.shape, generator=g) * 2 * bound - bound)
+                if m.bias is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+    return model
+
+
+def relative_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||, both read as float32."""
+    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+@torch.no_grad()
+def autocast_errors(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype) -> List[float]:
+    """Relative L2 error of each output of ``model(x)`` (a tensor or a sequence of them, e.g. a backbone's
+    stages) under autocast in ``dtype`` against the same model in float32 (inference, no gradients)."""
+    def outputs(value: object) -> List[torch.Tensor]:
+        return [value] if isinstance(value, torch.Tensor) else list(value)  # type: ignore[call-overload]
+
+    ref = outputs(model(x))
+    with autocast(x.device, dtype):
+        out = outputs(model(x))
+    return [relative_l2(o, r) for o, r in zip(out, ref)]

@@ -90,3 +90,29 @@ def test_demo_toy_amp_trains_and_evaluates_in_bf16(toy_dir, tmp_path, monkeypatc
     assert sum(autocast_seen) >= 2 * 4 + 1
     dumped = (tmp_path / Path(CONFIG).name).read_text()
     assert 'CpuAmpOptimWrapper' in dumped and 'AmpTestLoop' in dumped
+
+
+@pytest.mark.slow
+def test_demo_toy_checkpoint_evaluates_those_weights_both_ways(checkpoint, toy_dir, tmp_path, monkeypatch,
+                                                                autocast_seen):
+    """``demo_toy.py --checkpoint``: no training, the same metrics as ``tools/test.py`` on those weights;
+    with ``--amp`` the same weights are evaluated under bf16 autocast."""
+    monkeypatch.chdir(toy_dir)
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
+    demo = import_tool('demo_toy')
+    opts = ['--num-pictures', '1', '--checkpoint', str(checkpoint), '--cfg-options', *quick(1)]
+    fp32 = demo.main(['--work-dir', str(tmp_path / 'fp32'), *opts, 'visualizer.name=vis_demo_fp32'])
+    assert autocast_seen and not any(autocast_seen)
+    assert not list((tmp_path / 'fp32').glob('iter_*.pth')), 'the demo trained although given --checkpoint'
+    tested = import_tool('test').main([CONFIG, str(checkpoint), '--work-dir', str(tmp_path / 'test'),
+                                       '--cfg-options', *quick(1), 'visualizer.name=vis_demo_ckpt'])
+    assert fp32['coco/bbox_mAP'] == tested['coco/bbox_mAP'] and fp32['coco/segm_mAP'] == tested['coco/segm_mAP']
+    autocast_seen.clear()
+    bf16 = demo.main(['--work-dir', str(tmp_path / 'bf16'), '--amp', *opts, 'visualizer.name=vis_demo_bf16'])
+    assert math.isfinite(bf16['coco/bbox_mAP']) and any(autocast_seen)
+    assert 'AmpTestLoop' in (tmp_path / 'bf16' / Path(CONFIG).name).read_text()
+
+
+def test_demo_toy_checkpoint_that_does_not_exist_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match='--checkpoint .*no such file'):
+        import_tool('demo_toy').main(['--checkpoint', str(tmp_path / 'missing.pth')])
