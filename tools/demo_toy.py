@@ -137,7 +137,7 @@ def enable_amp(cfg):
     from inline_dense.runtime.precision import amp_dtype
     dtype = amp_dtype(get_device())
     if dtype is not None:
-        enable_amp_training(cfg, dtype)
+        enable_amp_training(cfg, dtype, get_device())
         enable_amp_eval(cfg, dtype)
     return dtype
 

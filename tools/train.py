@@ -68,11 +68,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def enable_amp(cfg) -> None:
-    """AmpOptimWrapper: float16 with a dynamic loss scale on GPUs, bfloat16 (no scaling) on CPU.
+    """AmpOptimWrapper: float16 with a dynamic loss scale on GPUs, bfloat16 (no scaling) on a CPU with
+    native bf16; on a CPU without it, one line and float32 (emulated bf16 is slower).
 
     A dtype already set in the config's optim_wrapper is kept.
     """
+    import torch
     from mmengine.device import get_device
+
+    from inline_dense.openmmlab.engine.amp import enable_amp_training
+    from inline_dense.runtime.precision import amp_dtype
     wrapper = cfg.optim_wrapper
     device = get_device()
     dtype = wrapper.get('dtype') or ('bfloat16' if device == 'cpu' else 'float16')
@@ -80,6 +85,8 @@ def enable_amp(cfg) -> None:
         if dtype == 'float16':
             raise ValueError('--amp with optim_wrapper.dtype=float16 needs a GPU: torch has no float16 '
                              'autocast on CPU. Leave dtype unset (bfloat16 is used on CPU) or drop --amp.')
+        if amp_dtype('cpu') is None:  # it printed why
+            return
         model = cfg.get('model') or {}
         # mmcv-lite's stand-in runs NMS / RoIAlign on bfloat16 boxes and features in float32.
         if (model.get('rpn_head') or model.get('roi_head')) and not uses_stand_in():
@@ -87,14 +94,7 @@ def enable_amp(cfg) -> None:
                              f'whose CPU kernels have no bfloat16 version. On CPU with compiled mmcv, --amp works '
                              f'for one-stage detectors (RetinaNet) and the segmentors; train this model without '
                              f'--amp, with --amp on a GPU, or on mmcv-lite (MMCV=lite bash tools/setup_env.sh).')
-        wrapper.type = 'CpuAmpOptimWrapper'
-    else:
-        wrapper.type = 'AmpOptimWrapper'
-    wrapper.dtype = dtype
-    if dtype == 'float16':
-        wrapper.setdefault('loss_scale', 'dynamic')
-    else:
-        wrapper.pop('loss_scale', None)  # bfloat16 has float32's range: no loss scaling
+    enable_amp_training(cfg, getattr(torch, dtype), 'cpu' if device == 'cpu' else 'cuda')
 
 
 def enable_auto_scale_lr(cfg) -> None:

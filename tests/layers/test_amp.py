@@ -194,7 +194,10 @@ def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path, monkeypatch, o
     """Two iterations of ``tools/train.py --amp`` (bfloat16 autocast on CPU): finite losses
     and weights, and the run really used the AMP optimizer wrapper."""
     import json
+
+    from inline_dense.runtime import precision
     monkeypatch.chdir(toy_dir)
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)  # bf16 even where it would be emulated
     work = tmp_path / 'work'
     train_amp(name, work)
     dumped = (work / name).read_text()

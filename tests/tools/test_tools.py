@@ -203,11 +203,31 @@ def _optim_cfg(**wrapper):
 ])
 def test_amp_settings(monkeypatch, device, user_dtype, want_type, want_dtype, want_scale):
     import mmengine.device
+
+    from inline_dense.runtime import precision
     monkeypatch.setattr(mmengine.device, 'get_device', lambda: device)
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     cfg = _optim_cfg(**({'dtype': user_dtype} if user_dtype else {}))
     train_tool.enable_amp(cfg)
     assert cfg.optim_wrapper.type == want_type and cfg.optim_wrapper.dtype == want_dtype
     assert cfg.optim_wrapper.get('loss_scale') == want_scale
+
+
+@pytest.mark.parametrize('native', [True, False])
+def test_amp_on_a_cpu_without_native_bf16_says_so_and_trains_float32(monkeypatch, capsys, native):
+    import mmengine.device
+
+    from inline_dense.runtime import precision
+    monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: native)
+    cfg = _optim_cfg()
+    train_tool.enable_amp(cfg)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[amp]')]
+    if native:
+        assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper' and not lines
+    else:
+        assert cfg.optim_wrapper.type == 'OptimWrapper' and 'dtype' not in cfg.optim_wrapper
+        assert len(lines) == 1 and 'runs float32' in lines[0]
 
 
 def test_amp_float16_on_cpu_is_refused(monkeypatch):
@@ -222,7 +242,10 @@ def test_amp_on_cpu_refuses_two_stage_detectors_with_compiled_mmcv(monkeypatch):
     do. mmcv-lite's stand-in runs them in float32, so there Mask R-CNN trains with --amp (the toy
     runs in test_amp)."""
     import mmengine.device
+
+    from inline_dense.runtime import precision
     monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     monkeypatch.setattr(train_tool, 'uses_stand_in', lambda: False)
     cfg = launch.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
     with pytest.raises(ValueError, match='no bfloat16 version.*train this model without --amp'):

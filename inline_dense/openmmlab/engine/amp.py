@@ -97,15 +97,14 @@ def enable_amp_eval(cfg: Any, dtype: torch.dtype) -> None:
             cfg[key] = dict(type=loop, dtype=name)
 
 
-def enable_amp_training(cfg: Any, dtype: torch.dtype) -> None:
-    """The config's optimizer wrapper under autocast for ``dtype``, as ``tools/train.py --amp`` sets it:
-    ``CpuAmpOptimWrapper`` for bfloat16 (no loss scale), ``AmpOptimWrapper`` with a dynamic loss scale
-    for float16 (GPU)."""
+def enable_amp_training(cfg: Any, dtype: torch.dtype, device: str = 'cpu') -> None:
+    """The config's optimizer wrapper under autocast for ``dtype`` on ``device`` ('cpu' or 'cuda'), as
+    ``tools/train.py --amp`` sets it: ``CpuAmpOptimWrapper`` on the CPU, ``AmpOptimWrapper`` on a GPU;
+    a dynamic loss scale for float16 only (bfloat16 has float32's range)."""
     wrapper = cfg.optim_wrapper
-    if dtype == torch.bfloat16:
-        wrapper.type = 'CpuAmpOptimWrapper'
-        wrapper.pop('loss_scale', None)
-    else:
-        wrapper.type = 'AmpOptimWrapper'
+    wrapper.type = 'CpuAmpOptimWrapper' if device == 'cpu' else 'AmpOptimWrapper'
+    if dtype == torch.float16:
         wrapper.setdefault('loss_scale', 'dynamic')
+    else:
+        wrapper.pop('loss_scale', None)
     wrapper.dtype = str(dtype).replace('torch.', '')
