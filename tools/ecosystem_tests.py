@@ -15,9 +15,10 @@ before timm's file builds its parameter lists, and keeps only the cases of InLin
   ``NON_STD_FILTERS``, checked by the token-aware tests (``test_model_default_cfgs_non_std``) and
   left out of the map-only ones. The copied file gets the InLine ViTs (families whose head reads the
   cls token: ``inline_deit_*``) added to that list, as timm lists its own DeiTs.
-- smp: ``BaseEncoderTester`` (smp's encoder contract) for ``tu-inline_swin_t``, ``tu-inline_pvt_t``
-  and ``tu-inline_cswin_t``, with ``supports_dilated = False`` (smp's setting for encoders without
-  dilated stages: the test then checks that output stride 8 / 16 is refused with a ValueError).
+- smp: ``BaseEncoderTester`` (smp's encoder contract) for the smallest variant of every family but
+  the plain ViTs, which smp refuses (``tu-inline_swin_t``, ``tu-inline_pvt_t``, ``tu-inline_cswin_t``),
+  with ``supports_dilated = False`` (smp's setting for encoders without dilated stages: the test then
+  checks that output stride 8 / 16 is refused with a ValueError).
   smp's ``tests/utils.py`` imports GitPython only to skip slow tests on branches without a diff;
   where GitPython is missing a stand-in ``git`` module whose ``Repo`` raises is put on the path,
   so that those tests run (smp's own fallback when git fails).
@@ -44,7 +45,8 @@ from inline_dense import registry  # noqa: E402  (plain data: the families)
 # timm's name patterns of models whose forward_features gives tokens (timm's ViT contract)
 TOKEN_MODELS = [f'inline_{name}_*' for name, spec in registry.FAMILIES.items() if spec.head.pool == 'token']
 NETWORK_TESTS = ('test_model_load_pretrained', 'test_model_features_pretrained')
-SMP_ENCODERS = ('tu-inline_swin_t', 'tu-inline_pvt_t', 'tu-inline_cswin_t')
+# smp's decoders need maps at several strides: every family but the plain ViTs, its smallest variant
+SMP_ENCODERS = tuple(f'tu-{spec.weights[0].name}' for spec in registry.FAMILIES.values() if not spec.plain)
 
 TIMM_CONFTEST = f'''
 import inline_dense.timm  # noqa: F401  (registers the models before test_models.py lists them)
