@@ -13,7 +13,6 @@ at every start and drops the classification head from the file).
 import argparse
 import os
 import sys
-from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,7 +28,7 @@ except ImportError:  # no mmengine: such a file was written elsewhere; authors' 
     pass
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...}): a path, "
                                     "inline://<variant> or an http(s) URL")

@@ -20,7 +20,6 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Optional
 
 from setup_env import BUILD, ROOT, Settings, SetupError, run_uv, say
 
@@ -42,7 +41,7 @@ def check_python(version) -> None:
                          f'{names}: MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
 
 
-def compiled_ops_target(settings: Settings, torch_cuda: Optional[str], cuda_available: bool) -> str:
+def compiled_ops_target(settings: Settings, torch_cuda: str | None, cuda_available: bool) -> str:
     """'cpu' or 'cuda<version>'. FORCE_CUDA wins; else CUDA ops when torch sees a GPU and nvcc exists."""
     cuda = settings.force_cuda == '1' or (settings.force_cuda == '' and cuda_available and bool(shutil.which('nvcc')))
     return f'cuda{torch_cuda}' if cuda and torch_cuda else 'cpu'
@@ -53,7 +52,7 @@ def wheel_key(mmcv_version: str, torch_version: str, python: str, ops: str) -> s
     return f'mmcv-{mmcv_version}_torch-{torch_version}_py{python}_{ops}_{tools}'
 
 
-def cached_wheel(folder: Path) -> Optional[Path]:
+def cached_wheel(folder: Path) -> Path | None:
     wheels = sorted(folder.glob('mmcv-*.whl'))
     return wheels[0] if wheels else None
 

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ..layers.backbone import InLineBackboneBase
 
 
-def backbone_class(spec: FamilySpec) -> 'Type[InLineBackboneBase]':
+def backbone_class(spec: FamilySpec) -> 'type[InLineBackboneBase]':
     """The family's backbone class (``spec.class_name`` in ``families/<name>/model.py``), imported on
     first use: the registry stays plain data."""
     cls = getattr(importlib.import_module(spec.model_module), spec.class_name)

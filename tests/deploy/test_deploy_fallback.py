@@ -2,7 +2,6 @@
 
 The exporter is replaced by a stand-in that fails for chosen evaluations, so these tests check the
 fallback's bookkeeping in milliseconds; tests/deploy/test_export_onnx.py runs the real exporter."""
-from typing import List
 
 import pytest
 from torch import nn
@@ -15,10 +14,10 @@ def two_layers() -> nn.Module:
     return nn.Sequential(InLineAttention(16, 2, impl='auto'), InLineAttention(16, 2, impl='folded_gram'))
 
 
-def fake_exporter(monkeypatch: pytest.MonkeyPatch, fails_with: List[str]) -> List[List[str]]:
+def fake_exporter(monkeypatch: pytest.MonkeyPatch, fails_with: list[str]) -> list[list[str]]:
     """Replaces export_onnx: it raises while any InLine layer runs an impl in ``fails_with``;
     returns the layers' impls seen at each call."""
-    seen: List[List[str]] = []
+    seen: list[list[str]] = []
 
     def export(module, path, output_names, example_shape, opset):
         impls = [m.impl for m in module.modules() if isinstance(m, InLineAttention)]

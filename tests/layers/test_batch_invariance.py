@@ -4,7 +4,7 @@ MMDetection pads every image of a batch to the largest one (and to size_divisor 
 InLine attention is global, so without a mask the padding changes an image's features.
 """
 import math
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -32,8 +32,8 @@ def backbone(name: str) -> torch.nn.Module:
     return build_tiny(kind, drop_path_rate=0.0, **settings).eval()
 
 
-def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: Tuple[int, int],
-                       index_a: int = 0, index_b: int = 0) -> List[float]:
+def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: tuple[int, int],
+                       index_a: int = 0, index_b: int = 0) -> list[float]:
     """Per stage, max |a - b| over the tokens that cover the image's real pixels."""
     errs = []
     for fa, fb, s in zip(a, b, STRIDES):

@@ -5,7 +5,7 @@ sizes that are not multiples of the patch size (odd ones included).
 The backbone zeroes the input outside ``valid_hw`` and every token map before a convolution, so
 what lies in the padding is never read (``padding.zero_outside_valid``)."""
 import math
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -18,7 +18,7 @@ SIZES = ((37, 45), (50, 71), (33, 97), (64, 30))  # no multiple of 4 but one sid
 MATE = (97, 130)
 
 
-def noise_batch(images: Sequence[torch.Tensor], fill: str, seed: int = 5) -> Tuple[torch.Tensor, List[Tuple[int, int]]]:
+def noise_batch(images: Sequence[torch.Tensor], fill: str, seed: int = 5) -> tuple[torch.Tensor, list[tuple[int, int]]]:
     """The images padded bottom/right to one batch, the padding ``fill``: 'noise' (large Gaussian)
     or a number."""
     h = max(im.shape[-2] for im in images)

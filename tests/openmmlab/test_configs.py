@@ -10,7 +10,6 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 import torch
@@ -216,7 +215,7 @@ def test_config_survives_dump(path: Path, tmp_path: Path):
     assert again.optim_wrapper.to_dict() == cfg.optim_wrapper.to_dict()
 
 
-def _inputs(model: torch.nn.Module, scope: str, hw=(64, 96)) -> Dict[str, object]:
+def _inputs(model: torch.nn.Module, scope: str, hw=(64, 96)) -> dict[str, object]:
     """One uint8 image with its data sample, through the model's data preprocessor."""
     img = torch.randint(0, 256, (3, *hw), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     meta = dict(img_shape=hw, ori_shape=hw, scale_factor=(1.0, 1.0))
@@ -259,7 +258,7 @@ def test_builds_and_predicts(path: Path):
         assert 0 <= int(seg.min()) and int(seg.max()) < 150
 
 
-def _decay_of(cfg: Config, model: torch.nn.Module) -> Dict[str, float]:
+def _decay_of(cfg: Config, model: torch.nn.Module) -> dict[str, float]:
     """Weight decay each backbone parameter gets from the config's optimizer wrapper."""
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     decay = {}
@@ -317,7 +316,7 @@ def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypat
     assert "backbone's init_cfg.checkpoint" in message  # it says how to point elsewhere
 
 
-def _parse_cfg_options(argv: List[str]) -> dict:
+def _parse_cfg_options(argv: list[str]) -> dict:
     """The ``--cfg-options`` handling of mmdet's / mmseg's / our train.py."""
     parser = argparse.ArgumentParser()
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -58,7 +57,7 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-def probe(order: List[str]) -> Dict[str, dict]:
+def probe(order: list[str]) -> dict[str, dict]:
     done = subprocess.run([sys.executable, '-c', PROBE, json.dumps(OURS), *order], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -66,7 +65,7 @@ def probe(order: List[str]) -> Dict[str, dict]:
 
 
 @pytest.fixture(scope='module')
-def mmdet_first() -> Dict[str, dict]:
+def mmdet_first() -> dict[str, dict]:
     return probe(['inline_dense.openmmlab', 'mmdet.registry', 'mmseg.registry'])
 
 

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 import torch
@@ -22,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / 'configs' / 'toy'
 pytestmark = pytest.mark.usefixtures('one_thread')  # tiny tensors on shared cores
 
-CONFIGS: Dict[str, dict] = {
+CONFIGS: dict[str, dict] = {
     'mask-rcnn_inline-swin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'), resume='path'),
     'cascade-mask-rcnn_inline-cswin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'),
                                                                 resume='path'),
@@ -38,7 +37,7 @@ CONFIGS: Dict[str, dict] = {
 }
 
 
-def quick_options(max_iters: int) -> List[str]:
+def quick_options(max_iters: int) -> list[str]:
     """--cfg-options for a few iterations, a checkpoint every iteration, no validation while training."""
     opts = [f'train_cfg.max_iters={max_iters}', 'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
             'train_dataloader.batch_size=2', 'default_hooks.checkpoint.interval=1',
@@ -60,7 +59,7 @@ def optimizer_steps(ckpt: dict) -> int:
     return steps.pop()
 
 
-def checkpoints(work_dir: Path) -> List[str]:
+def checkpoints(work_dir: Path) -> list[str]:
     return sorted(p.name for p in work_dir.glob('iter_*.pth'))
 
 
