@@ -90,7 +90,7 @@ def run_pytest(cwd: Path, args: list[str], extra_path: Path | None = None) -> di
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     print(proc.stdout[-20000:], proc.stderr[-4000:], sep='\n')
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ''
-    counts = {k: 0 for k in ('passed', 'failed', 'skipped', 'error', 'deselected')}
+    counts = dict.fromkeys(('passed', 'failed', 'skipped', 'error', 'deselected'), 0)
     for number, word in re.findall(r'(\d+) (passed|failed|skipped|errors?|deselected)', tail):
         counts['error' if word.startswith('error') else word] += int(number)
     if proc.returncode not in (0, 1) and not any(counts.values()):

@@ -138,9 +138,8 @@ def test_impl_switch_is_scoped():
     assert attn.impl == 'folded_keys'
     with inline_impl(model, None):
         assert attn.impl == 'folded_keys'
-    with pytest.raises(ValueError, match='choose from'):
-        with inline_impl(model, 'fast'):
-            pass
+    with pytest.raises(ValueError, match='choose from'), inline_impl(model, 'fast'):
+        pass
 
 
 # ----------------------------------------------------------------------------- report, CLIs

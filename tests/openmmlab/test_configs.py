@@ -255,7 +255,7 @@ def test_builds_and_predicts(path: Path):
     else:
         seg = results[0].pred_sem_seg.data
         assert seg.shape == (1, 64, 96)
-        assert 0 <= int(seg.min()) and int(seg.max()) < 150
+        assert int(seg.min()) >= 0 and int(seg.max()) < 150
 
 
 def _decay_of(cfg: Config, model: torch.nn.Module) -> dict[str, float]:

@@ -129,7 +129,7 @@ def test_builds_and_predicts(path):
             assert pred.masks.shape[1:] == HW
     else:
         seg = results[0].pred_sem_seg.data
-        assert seg.shape == (1, *HW) and 0 <= int(seg.min()) and int(seg.max()) < 150
+        assert seg.shape == (1, *HW) and int(seg.min()) >= 0 and int(seg.max()) < 150
 
 
 def _train_batch(model, scope):

@@ -18,7 +18,7 @@ def test_every_generated_file_is_committed_as_generated():
 def test_a_changed_spec_changes_its_backbone_bases(monkeypatch):
     tool = import_tool('make_configs')
     spec = next(iter(registry.FAMILIES.values()))
-    configs = dataclasses.replace(spec.configs, drop_path={k: 0.5 for k in spec.configs.drop_path})
+    configs = dataclasses.replace(spec.configs, drop_path=dict.fromkeys(spec.configs.drop_path, 0.5))
     monkeypatch.setitem(registry.FAMILIES, spec.name, dataclasses.replace(spec, configs=configs))
     stale = tool.stale()
     assert sorted(p.name for p in stale) == sorted(tool.backbone_base_name(w) for w in spec.weights)

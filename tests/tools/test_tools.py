@@ -47,7 +47,7 @@ def test_toy_coco_layout_and_annotations(tmp_path):
             x, y, w, h = a['bbox']
             poly = np.asarray(a['segmentation'][0]).reshape(-1, 2)
             assert a['iscrowd'] == 0 and len(poly) >= 3
-            assert 0 <= x and 0 <= y and x + w <= 64 and y + h <= 64
+            assert x >= 0 and y >= 0 and x + w <= 64 and y + h <= 64
             # the box is the polygon's extent and the area lies inside the box
             assert np.allclose([poly[:, 0].min(), poly[:, 1].min()], [x, y], atol=0.02)
             assert 0 < a['area'] <= w * h + 1e-6
