@@ -24,7 +24,7 @@ from pathlib import Path
 from setup_env import BUILD, ROOT, Settings, SetupError, run_uv, say
 
 sys.path.insert(0, str(ROOT))
-from inline_dense_dev import uvlock  # noqa: E402  (the checkout's development package)
+from inline_dense_dev import uvlock  # the checkout's development package
 
 CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
 # mmcv 2.1.0's setup.py reads its version through exec() into locals(), which Python 3.13 no longer

@@ -37,6 +37,6 @@ def fx_leaf(cls: M) -> M:
 
 def fx_wrap(fn: F) -> F:
     """Marks a function that symbolic tracing keeps as one call: ``torch.fx.wrap`` in its module."""
-    exec(_WRAP, vars(sys.modules[fn.__module__]), dict(wrap=torch.fx.wrap, name=fn.__name__))  # noqa: S102
+    exec(_WRAP, vars(sys.modules[fn.__module__]), dict(wrap=torch.fx.wrap, name=fn.__name__))
     AUTOWRAP_FUNCTIONS.append(fn)
     return fn

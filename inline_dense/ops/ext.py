@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import torchvision  # noqa: F401  (registers torch.ops.torchvision.*)
+import torchvision  # registers torch.ops.torchvision.*
 from torch import Tensor
 
 IS_STAND_IN = True

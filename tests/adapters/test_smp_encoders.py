@@ -13,7 +13,7 @@ if sys.version_info < (3, 10):
 smp = pytest.importorskip('segmentation_models_pytorch')
 from reference_models import authors_checkpoint  # noqa: E402
 
-import inline_dense.smp  # noqa: E402,F401  (registers the encoders)
+import inline_dense.smp  # noqa: E402  (registers the encoders)
 from helpers import PYRAMIDS, SHALLOW  # noqa: E402
 
 # narrow, one block per stage: each decoder's wiring checked quickly; the pyramids (smp refuses a plain ViT)

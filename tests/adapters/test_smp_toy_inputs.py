@@ -12,11 +12,11 @@ if sys.version_info < (3, 10):
     pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
+import cv2
+import numpy as np
 
-from inline_dense.smp_toy import ToyRunError, train_toy  # noqa: E402
-from inline_dense.toy_data import make_toy_ade  # noqa: E402
+from inline_dense.smp_toy import ToyRunError, train_toy
+from inline_dense.toy_data import make_toy_ade
 
 
 def refusal(load_tool, *args):

@@ -9,8 +9,8 @@ if sys.version_info < (3, 10):
     pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
-from inline_dense.smp_toy import lr_at, train_toy  # noqa: E402
-from inline_dense.toy_data import make_toy_ade  # noqa: E402
+from inline_dense.smp_toy import lr_at, train_toy
+from inline_dense.toy_data import make_toy_ade
 
 
 def test_learning_rate_warms_up_then_decays_to_zero():

@@ -9,9 +9,9 @@ import shutil
 import pytest
 import timm
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 
-import inline_dense.timm  # noqa: F401  (registers the models)
+import inline_dense.timm  # registers the models
 from helpers import SHALLOW, SMALLEST, STRIDES, TINY_KINDS
 from inline_dense import registry, variants
 from inline_dense.checkpoint import PUBLISHED

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 from torchvision.models import ResNet50_Weights
 from torchvision.models.detection import FCOS, FasterRCNN, KeypointRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.anchor_utils import AnchorGenerator

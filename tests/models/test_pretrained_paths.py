@@ -8,9 +8,9 @@ import os
 import pytest
 import timm
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 
-import inline_dense.smp  # noqa: F401  (registers the models with timm and smp)
+import inline_dense.smp  # registers the models with timm and smp
 import inline_dense.timm
 from helpers import no_network_downloads
 from inline_dense import variants

@@ -17,7 +17,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from torch import nn
 
-import inline_dense.openmmlab  # noqa: F401  (installs the allow-list)
+import inline_dense.openmmlab  # installs the allow-list
 from inline_dense.openmmlab import mmengine_types
 
 needs_new_torch = pytest.mark.skipif(not mmengine_types.needs_allow_list(torch.__version__),

@@ -61,7 +61,7 @@ def training_checkpoint(path: str) -> Mapping:
                           f'load_from).', kind='incomplete')
     try:
         checkpoint = torch.load(path, map_location='cpu', weights_only=True, mmap=zipfile.is_zipfile(path))
-    except Exception:  # noqa: BLE001  objects outside torch's allow-list: the restricted reader tells
+    except Exception:  # objects outside torch's allow-list: the restricted reader tells
         checkpoint = read_checkpoint(path)
     meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) else None
     if not isinstance(meta, Mapping) or 'iter' not in meta or not isinstance(checkpoint.get('state_dict'), Mapping):
@@ -82,7 +82,7 @@ def recorded_config(checkpoint: Mapping) -> Any | None:
     from mmengine.config import Config
     try:
         return Config.fromstring(text, file_format='.py')
-    except Exception:  # noqa: BLE001  a record that does not parse is no record
+    except Exception:  # a record that does not parse is no record
         return None
 
 
