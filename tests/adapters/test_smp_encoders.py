@@ -33,7 +33,8 @@ def test_decoder_forward_backward(decoder, variant):
     model = build(decoder, variant).train()
     size = (40, 56) if decoder == 'Unet' else (32, 64)  # smp asks the others for multiples of 32
     out = model(torch.randn(2, 3, *size))
-    assert out.shape == (2, 3, *size) and torch.isfinite(out).all()
+    assert out.shape == (2, 3, *size)
+    assert torch.isfinite(out).all()
     out.square().mean().backward()
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for _, p in params), \

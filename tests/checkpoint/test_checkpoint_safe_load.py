@@ -93,13 +93,20 @@ def test_research_checkpoint_reads_with_objects_as_data(research_checkpoint):
         torch.load(research_checkpoint, weights_only=True)
     obj = read_checkpoint(str(research_checkpoint))  # ... ours reads it, no --trusted
     cfg = obj['config']
-    assert isinstance(cfg, PickledObject) and cfg.pickle_name == 'notinstalled_yacs.config.CfgNode'
-    assert cfg['MODEL']['NAME'] == 'inline_swin_t' and cfg['TRAIN']['BASE_LR'] == 1e-3 and cfg.frozen is True
-    assert obj['args'].lr == 1e-3 and obj['args'].epochs == 300
-    assert obj['optimizer']['param_groups'][0]['lr'] == 1e-3 and obj['optimizer']['state'][0]['exp_avg'].shape == (2, 4)
-    assert obj['lr_scheduler']['T_max'] == 10 and isinstance(obj['scaler'], dict)
+    assert isinstance(cfg, PickledObject)
+    assert cfg.pickle_name == 'notinstalled_yacs.config.CfgNode'
+    assert cfg['MODEL']['NAME'] == 'inline_swin_t'
+    assert cfg['TRAIN']['BASE_LR'] == 1e-3
+    assert cfg.frozen is True
+    assert obj['args'].lr == 1e-3
+    assert obj['args'].epochs == 300
+    assert obj['optimizer']['param_groups'][0]['lr'] == 1e-3
+    assert obj['optimizer']['state'][0]['exp_avg'].shape == (2, 4)
+    assert obj['lr_scheduler']['T_max'] == 10
+    assert isinstance(obj['scaler'], dict)
     assert obj['extra'].pickle_args == (7,)
-    assert obj['misc']['tags'] == {'a', 'b'} and obj['misc']['raw'] == b'\x00\x01'
+    assert obj['misc']['tags'] == {'a', 'b'}
+    assert obj['misc']['raw'] == b'\x00\x01'
 
 
 @pytest.mark.parametrize('weights, expect_match', [('auto', True), ('ema', True), ('model', False)])
@@ -211,7 +218,9 @@ def test_placeholder_calls_never_reach_real_code():
     """Constructing a placeholder records its arguments; nothing importable is called or imported."""
     data = b'cnotinstalled_mod\nThing\n(S\'arg\'\ntR}(S\'k\'\nK\x01ub.'
     obj = safe_unpickle.loads(data)
-    assert obj.pickle_name == 'notinstalled_mod.Thing' and obj.pickle_args == ('arg',) and obj.k == 1
+    assert obj.pickle_name == 'notinstalled_mod.Thing'
+    assert obj.pickle_args == ('arg',)
+    assert obj.k == 1
     assert 'notinstalled_mod' not in sys.modules
 
 

@@ -65,17 +65,21 @@ def test_cswin_block_layout():
     assert [len(s.blocks) for s in model.stages] == [len(kinds) for kinds in model.attn_kinds]
     assert [set(kinds) for kinds in model.attn_kinds] == [{'I'}, {'I'}, {'S'}, {'S'}]
     inline = model.stages[0].blocks[0]
-    assert isinstance(inline.attn, InLineAttention) and inline.attn.get_v is not None and inline.residual_from_input
+    assert isinstance(inline.attn, InLineAttention)
+    assert inline.attn.get_v is not None
+    assert inline.residual_from_input
     stripes, last = model.stages[2].blocks[0].attn, model.stages[3].blocks[0].attn
     assert (stripes.num_branches, stripes.split_size, last.num_branches) == (2, 7, 1)
-    assert stripes.stripes() == [(None, 7), (7, None)] and last.stripes() == [(None, None)]
+    assert stripes.stripes() == [(None, 7), (7, None)]
+    assert last.stripes() == [(None, None)]
 
 
 def test_arch_presets_and_overrides():
     swin = InLineSwin(arch='base')
     assert [len(s.blocks) for s in swin.stages] == [2, 2, 18, 2]
     # 'IIMS2': stage 2 has 2 InLine blocks, then softmax ones
-    assert swin.attn_kinds[2][:3] == ['I', 'I', 'S'] and swin.attn_kinds[3] == ['S', 'S']
+    assert swin.attn_kinds[2][:3] == ['I', 'I', 'S']
+    assert swin.attn_kinds[3] == ['S', 'S']
     assert isinstance(swin.stages[0].blocks[0].attn, InLineAttention)
     assert InLineSwin(arch='tiny').attn_kinds == [['I'] * 2, ['I'] * 2, ['I'] * 6, ['S'] * 2]
     assert InLineSwin(arch='small').attn_kinds[2] == ['S'] * 18
@@ -104,7 +108,8 @@ def test_inline_blocks_are_global_at_any_resolution():
 def test_kernels_run(kernel):
     attn = InLineAttention(16, 2, kernel=kernel)
     out = attn(torch.randn(2, 12, 16) * 0.5, (3, 4))
-    assert out.shape == (2, 12, 16) and torch.isfinite(out).all()
+    assert out.shape == (2, 12, 16)
+    assert torch.isfinite(out).all()
 
 
 def attention_costs(module, hw, channels):
@@ -141,7 +146,8 @@ def test_inline_attention_cost_is_linear_in_tokens():
     assert 3.7 < m4 / m1 < 4.2, m4 / m1  # below 4 by the weights saved at both sizes
     s1, sm1 = attention_costs(GlobalSoftmax(48), (16, 24), 48)
     s4, sm4 = attention_costs(GlobalSoftmax(48), (32, 48), 48)
-    assert s4 / s1 > 8 and sm4 / sm1 > 8
+    assert s4 / s1 > 8
+    assert sm4 / sm1 > 8
 
 
 def test_gradients_reach_every_parameter(kind, tiny_backbone):
@@ -213,7 +219,8 @@ def test_registered_in_mmdet_and_mmseg():
 
     import inline_dense.openmmlab as adapter
     for registry in (DET, SEG):  # the adapter's classes, subclasses of the core's
-        assert registry.get('InLineSwin') is adapter.InLineSwin and registry.get('InLinePVT') is adapter.InLinePVT
+        assert registry.get('InLineSwin') is adapter.InLineSwin
+        assert registry.get('InLinePVT') is adapter.InLinePVT
         assert registry.get('InLineCSwin') is adapter.InLineCSwin
         assert all(issubclass(registry.get(c.__name__), c) for c in (InLineSwin, InLinePVT, InLineCSwin))
     model = DET.build(dict(type='InLinePVT', arch='tiny', depths=(1, 1, 1, 1)))
@@ -243,7 +250,8 @@ class OneStage(InLineBackboneBase):
 
 def test_base_class_sets_strides_and_freezes():
     model = OneStage(frozen_stages=1)
-    assert model.strides == (4,) and model.min_input_size == 4
+    assert model.strides == (4,)
+    assert model.min_input_size == 4
     assert model.stem_modules() == [model.stem]
     assert not any(p.requires_grad for p in model.stem.parameters())
     assert not any(p.requires_grad for p in model.stages[0].parameters())  # the family never called _freeze
@@ -280,5 +288,6 @@ def test_init_cfg_initialisers_run_and_init_cfg_stays(tiny_backbone):
     model.init_weights()
     assert model.init_cfg == init_cfg
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    assert linears and all(bool((m.weight == 0.5).all()) for m in linears)
+    assert linears
+    assert all(bool((m.weight == 0.5).all()) for m in linears)
     assert all(bool((m.bias == 0.25).all()) for m in linears if m.bias is not None)

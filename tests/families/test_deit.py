@@ -167,7 +167,8 @@ def test_without_the_cls_token_no_prefix_token_reaches_the_blocks():
 
 def test_out_indices_count_blocks_from_the_end_as_mmseg():
     model = InLineDeiT(embed_dims=16, depth=5, num_heads=2)
-    assert model.out_indices == [4] and list(model.out_norms) == ['4']
+    assert model.out_indices == [4]
+    assert list(model.out_norms) == ['4']
     assert InLineDeiT(embed_dims=16, depth=5, num_heads=2, out_indices=(1, -1)).out_indices == [1, 4]
     assert model.out_norms['4'].eps == 1e-6  # the authors' final norm's
     with pytest.raises(ValueError, match=r'subset of \(0, 1, 2, 3, 4\)'):
@@ -189,7 +190,8 @@ def test_frozen_stages_freeze_the_embeddings_and_the_first_blocks(frozen):
     stem = {'patch_embed.proj.weight', 'patch_embed.proj.bias', 'patch_embed.cls_token', 'patch_embed.pos_embed'}
     blocks = {n for n, _ in model.named_parameters() if any(n.startswith(f'stages.{i}.') for i in range(frozen))}
     assert frozen_names == stem | blocks
-    assert not model.patch_embed.training and model.stages[frozen].training
+    assert not model.patch_embed.training
+    assert model.stages[frozen].training
 
 
 def test_drop_path_grows_over_the_blocks():

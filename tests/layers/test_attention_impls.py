@@ -107,7 +107,8 @@ def test_reference_path_is_used_where_folding_does_not_apply():
     assert not InLineAttention(32, 2, kernel='relu').folds()
     assert not InLineAttention(32, 2, impl='reference').folds()
     attn = InLineAttention(32, 2, attn_drop=0.1)
-    assert attn.train().folds() is False and attn.eval().folds() is True
+    assert attn.train().folds() is False
+    assert attn.eval().folds() is True
 
 
 @pytest.mark.parametrize('kwargs,fragment', [

@@ -91,7 +91,8 @@ def test_zero_outside_valid():
     x[1] = 2.0
     out = padding.zero_outside_valid(x, [(3, 4), (5, 6)])
     assert torch.equal(out[0, :, :3, :4], torch.ones(3, 3, 4))
-    assert out[0, :, 3:].eq(0).all() and out[0, :, :, 4:].eq(0).all()  # NaN padding too
+    assert out[0, :, 3:].eq(0).all()
+    assert out[0, :, :, 4:].eq(0).all()  # NaN padding too
     assert torch.equal(out[1], torch.full((3, 5, 6), 2.0))
     y = torch.randn(2, 3, 5, 6)
     assert padding.zero_outside_valid(y, None) is y

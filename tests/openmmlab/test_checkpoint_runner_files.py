@@ -146,7 +146,8 @@ def test_runner_checkpoint_loads_with_weights_only(trained):
     hub = obj['message_hub']
     np.testing.assert_array_equal(hub['log_scalars']['train/loss'].data[0], trained.loss_history)
     best = hub['runtime_info']['best_score']
-    assert isinstance(best, np.float64) and best == trained.best_score
+    assert isinstance(best, np.float64)
+    assert best == trained.best_score
     # mmengine's own loader (what --resume and tools/test.py use) goes through torch.load too.
     from mmengine.runner import load_checkpoint
     model = TinyModel()
@@ -272,7 +273,8 @@ def test_allow_list_is_idempotent_and_narrow():
     assert not {'builtins.eval', 'builtins.exec', 'builtins.__import__', 'builtins.open'} & names
     getattr_entry = [e for e in mmengine_types.mmengine_safe_globals() if isinstance(e, tuple)
                      and e[1] == 'builtins.getattr']
-    assert getattr_entry and getattr_entry[0][0] is not getattr
+    assert getattr_entry
+    assert getattr_entry[0][0] is not getattr
 
 
 @pytest.mark.parametrize('version, expected', [

@@ -162,7 +162,8 @@ def test_recipe(path: Path):
         assert cfg.model.neck.in_channels == channels
     elif info['model'] == 'retinanet':  # the stride-4 map is not used: not returned either
         assert tuple(backbone.out_indices) == (1, 2, 3)
-        assert cfg.model.neck.in_channels == channels[1:] and cfg.model.neck.start_level == 0
+        assert cfg.model.neck.in_channels == channels[1:]
+        assert cfg.model.neck.start_level == 0
     else:
         assert cfg.model.decode_head.in_channels == channels
         assert cfg.model.auxiliary_head.in_channels == channels[2]
@@ -248,14 +249,16 @@ def test_builds_and_predicts(path: Path):
     assert len(results) == 1
     if cfg.default_scope == 'mmdet':
         pred = results[0].pred_instances
-        assert pred.bboxes.ndim == 2 and pred.bboxes.shape[1] == 4
+        assert pred.bboxes.ndim == 2
+        assert pred.bboxes.shape[1] == 4
         assert len(pred.scores) == len(pred.labels) == len(pred.bboxes)
         if info['model'] in ('mask-rcnn', 'cascade-mask-rcnn'):
             assert pred.masks.shape[1:] == (64, 96)
     else:
         seg = results[0].pred_sem_seg.data
         assert seg.shape == (1, 64, 96)
-        assert int(seg.min()) >= 0 and int(seg.max()) < 150
+        assert int(seg.min()) >= 0
+        assert int(seg.max()) < 150
 
 
 def _decay_of(cfg: Config, model: torch.nn.Module) -> dict[str, float]:
@@ -283,7 +286,8 @@ def test_no_weight_decay_on_norms_and_position_parameters(path: Path):
     assert all(any(k in n for n in exempt) for k in kinds), sorted(exempt)
     assert set(exempt.values()) == {0.0}
     wd = cfg.optim_wrapper.optimizer.weight_decay
-    assert decayed and all(d == pytest.approx(wd) for d in decayed.values())
+    assert decayed
+    assert all(d == pytest.approx(wd) for d in decayed.values())
 
 
 # One config per backbone variant, for the checkpoint tests.

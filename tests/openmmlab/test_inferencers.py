@@ -76,7 +76,8 @@ def run_inferencer(config: Path, weights: str, images: list[str], out_dir: Path,
     predictions, visualization = results['predictions'], results['visualization']
     if len(images) == 1 and task_of(config) == 'mmseg':  # MMSegInferencer unwraps a single result
         predictions, visualization = [predictions], [visualization]
-    assert len(predictions) == len(images) and len(visualization) == len(images)
+    assert len(predictions) == len(images)
+    assert len(visualization) == len(images)
     import cv2
     for image, pred, vis in zip(images, predictions, visualization):
         height, width = cv2.imread(image).shape[:2]

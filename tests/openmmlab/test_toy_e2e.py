@@ -123,10 +123,12 @@ def test_demo_toy(toy_dir, tmp_path, monkeypatch):
     demo = import_tool('demo_toy')
     metrics = demo.main(['--max-iters', '2', '--work-dir', str(tmp_path), '--num-pictures', '2',
                          '--cfg-options', *quick_options(2)[4:]])
-    assert math.isfinite(metrics['coco/bbox_mAP']) and math.isfinite(metrics['coco/segm_mAP'])
+    assert math.isfinite(metrics['coco/bbox_mAP'])
+    assert math.isfinite(metrics['coco/segm_mAP'])
     import cv2
     picture = cv2.imread(str(tmp_path / 'predictions.png'))
-    assert picture is not None and picture.shape[0] == 2 * 3 * TOY_DATA['image_size']  # 2 rows, 3x upscaled
+    assert picture is not None
+    assert picture.shape[0] == 2 * 3 * TOY_DATA['image_size']  # 2 rows, 3x upscaled
 
 
 def free_port() -> int:
@@ -147,7 +149,8 @@ def test_two_process_cpu_training(toy_dir, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert checkpoints(work) == ['iter_1.pth', 'iter_2.pth']
     log = next(work.glob('*/*.log')).read_text()
-    assert 'Distributed training: True' in log and 'GPU number: 2' in log
+    assert 'Distributed training: True' in log
+    assert 'GPU number: 2' in log
     assert "backend='gloo'" in log or '"gloo"' in log or "'gloo'" in log
 
 

@@ -261,6 +261,7 @@ def test_bfloat16_runs_in_float32(pool_mode):
     want = roi_align(feats.detach().float(), case['rois'].to(torch.bfloat16).float(), *args)
     torch.testing.assert_close(out, want.to(torch.bfloat16), rtol=0, atol=0)
     out.float().sum().backward()
-    assert feats.grad.dtype == torch.bfloat16 and torch.isfinite(feats.grad.float()).all()
+    assert feats.grad.dtype == torch.bfloat16
+    assert torch.isfinite(feats.grad.float()).all()
     boxes = torch.tensor([[0., 0., 10., 10.], [1., 1., 11., 11.], [20., 20., 30., 30.]])
     assert nms(boxes.to(torch.bfloat16), torch.tensor([.9, .8, .7], dtype=torch.bfloat16), .5)[1].tolist() == [0, 2]

@@ -37,7 +37,9 @@ def test_roi_align_refuses_a_batch_index_outside_the_batch(pool_mode, index, wor
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 2, pool_mode, True)
     text = _one_line(err)
-    assert 'RoI 1' in text and words in text and '[0, 2)' in text
+    assert 'RoI 1' in text
+    assert words in text
+    assert '[0, 2)' in text
 
 
 @pytest.mark.parametrize('bad', [float('nan'), float('inf')])
@@ -135,7 +137,9 @@ def test_roi_align_refuses_an_inverted_box_in_both_modes_as_mmcv(pool_mode, box)
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, True)
     text = _one_line(err)
-    assert 'RoI 1' in text and 'inverted' in text and 'x1 <= x2' in text
+    assert 'RoI 1' in text
+    assert 'inverted' in text
+    assert 'x1 <= x2' in text
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
@@ -145,7 +149,8 @@ def test_roi_align_legacy_mode_samples_an_inverted_box_as_one_pixel(pool_mode):
     feats = _feats()
     got = roi_align(feats, torch.tensor([[0., 2., 3., 1., 2.]]), (2, 2), 1.0, 2, pool_mode, False)
     one_pixel = roi_align(feats, torch.tensor([[0., 2., 3., 3., 4.]]), (2, 2), 1.0, 2, pool_mode, False)
-    assert got.abs().sum() > 0 and torch.equal(got, one_pixel)
+    assert got.abs().sum() > 0
+    assert torch.equal(got, one_pixel)
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
@@ -158,7 +163,9 @@ def test_roi_align_refuses_a_huge_box_before_allocating(pool_mode, aligned):
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, aligned)
     text = _one_line(err)
-    assert 'RoI 0' in text and 'sampling_ratio > 0' in text and 'clip' in text
+    assert 'RoI 0' in text
+    assert 'sampling_ratio > 0' in text
+    assert 'clip' in text
     assert torch.isfinite(roi_align(_feats(), rois, (2, 2), 1.0, 2, pool_mode, aligned)).all()
 
 

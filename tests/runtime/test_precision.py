@@ -39,7 +39,9 @@ def test_amp_dtype_without_native_bf16_falls_back_in_one_line(fake_cpu, capsys):
     fake_cpu({'avx2'})
     assert precision.amp_dtype('cpu') is None
     err = capsys.readouterr().err
-    assert err.count('\n') == 1 and 'float32' in err and 'bfloat16' in err
+    assert err.count('\n') == 1
+    assert 'float32' in err
+    assert 'bfloat16' in err
 
 
 def test_amp_dtype_cuda_is_fp16_whatever_the_cpu(fake_cpu):

@@ -115,4 +115,5 @@ def test_a_damaged_safetensors_file(tmp_path):
         read_checkpoint(str(broken))
     message = str(info.value)
     assert f"'{broken}' is not a readable PyTorch checkpoint: it is a damaged or incomplete .safetensors" in message
-    assert 'download or save it again' in message and '\n' not in message
+    assert 'download or save it again' in message
+    assert '\n' not in message
