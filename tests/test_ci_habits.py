@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / '.ci'))
 import commit_msg  # noqa: E402
 
 
-@pytest.mark.parametrize('message, complaint', [
+@pytest.mark.parametrize(('message', 'complaint'), [
     ('setup: one settings object\n\nRead once from the environment.\n', None),
     ('setup: one settings object\n\nBody.\n# a comment git strips\n\n', None),
     ('x' * 73 + '\n\nBody.\n', 'has 73 characters'),

@@ -33,7 +33,7 @@ def toy(tmp_path):
     return make_toy_ade(str(tmp_path / 'toy_ade'), num_train=4, num_val=2, image_size=64)
 
 
-@pytest.mark.parametrize('args,match', [
+@pytest.mark.parametrize(('args', 'match'), [
     (['--seconds', '-1'], r"training time -1.0 s must be a finite number of seconds > 0"),
     (['--seconds', 'nan'], r"training time nan s must be a finite"),
     (['--seconds', '0'], r"training time 0.0 s must be"),

@@ -63,7 +63,7 @@ def test_the_backbone_gives_what_torchvision_takes():
                                                       (2, 32, 2, 3), (2, 32, 1, 2)]
 
 
-@pytest.mark.parametrize('detector,variant', [(MaskRCNN, 'inline_swin_t'), (FasterRCNN, 'inline_pvt_t'),
+@pytest.mark.parametrize(('detector', 'variant'), [(MaskRCNN, 'inline_swin_t'), (FasterRCNN, 'inline_pvt_t'),
                                               (FasterRCNN, 'inline_cswin_t')])
 def test_one_training_step_and_eval(detector, variant):
     model = pass_image_sizes(detector(backbone(variant), num_classes=3, **RESIZE))
@@ -224,7 +224,7 @@ def test_weights_as_an_enum_member(monkeypatch):
     assert len(asked) == 1
 
 
-@pytest.mark.parametrize('weights,error,match', [
+@pytest.mark.parametrize(('weights', 'error', 'match'), [
     ('nonsense', FileNotFoundError, "weights='nonsense': it is no weights name"),
     ('missing/backbone.pth', FileNotFoundError, 'no file .*missing/backbone.pth exists'),
     (3, TypeError, r'weights=3 \(int\) is not a weights choice')])
@@ -235,7 +235,7 @@ def test_bad_weights_are_refused_in_one_line(weights, error, match):
     assert 'init_cfg' not in str(info.value)
 
 
-@pytest.mark.parametrize('trainable,frozen', [(5, -1), (4, 0), (3, 1), (0, 4)])
+@pytest.mark.parametrize(('trainable', 'frozen'), [(5, -1), (4, 0), (3, 1), (0, 4)])
 def test_trainable_layers_as_torchvision_counts_them(trainable, frozen):
     bb = backbone('inline_swin_t', trainable_layers=trainable)
     assert bb.body.frozen_stages == frozen

@@ -25,7 +25,7 @@ def hand_count_inline(n: int, c: int, heads: int) -> int:
     return qkv + kv_context + mean_outer + query_context + means + depthwise + tap_mlp + proj
 
 
-@pytest.mark.parametrize('hw,c,heads', [((14, 14), 96, 3), ((7, 10), 64, 2), ((5, 6), 128, 8)])
+@pytest.mark.parametrize(('hw', 'c', 'heads'), [((14, 14), 96, 3), ((7, 10), 64, 2), ((5, 6), 128, 8)])
 def test_inline_attention_matches_hand_count(hw, c, heads):
     n = hw[0] * hw[1]
     attn = InLineAttention(c, heads).eval()

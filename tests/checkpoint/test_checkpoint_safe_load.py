@@ -109,7 +109,7 @@ def test_research_checkpoint_reads_with_objects_as_data(research_checkpoint):
     assert obj['misc']['raw'] == b'\x00\x01'
 
 
-@pytest.mark.parametrize('weights, expect_match', [('auto', True), ('ema', True), ('model', False)])
+@pytest.mark.parametrize(('weights', 'expect_match'), [('auto', True), ('ema', True), ('model', False)])
 def test_research_checkpoint_loads_through_init_cfg(research_checkpoint, weights, expect_match):
     model, ref = build_reference_backbone('inline_swin_mini', str(research_checkpoint))
     if weights != 'auto':  # the init_cfg option, plumbed to the loader
@@ -196,7 +196,7 @@ def test_malicious_checkpoint_is_refused(name, tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize('data, fragment', [
+@pytest.mark.parametrize(('data', 'fragment'), [
     (b"(S'touch MARKER'\nios\nsystem\n.", 'os.system'),                      # protocol 0 INST
     (b'cposix\nsystem\n(S\'touch MARKER\'\ntR.', 'posix.system'),           # GLOBAL + REDUCE
     (b'\x80\x04\x8c\x08builtins\x8c\x04eval\x93\x8c\x01x\x85R.',

@@ -20,7 +20,7 @@ from inline_dense.checkpoint.safe_unpickle import MalformedPickle, RefusedPickle
 P2 = b'\x80\x02'
 
 
-@pytest.mark.parametrize('data, opcode', [
+@pytest.mark.parametrize(('data', 'opcode'), [
     (P2 + b'}K\x01a.', 'APPEND'),                 # APPEND onto a dict
     (P2 + b')(K\x01e.', 'APPENDS'),               # APPENDS onto a tuple
     (P2 + b']K\x05aK\x00K\x07s.', 'SETITEM'),     # SETITEM onto a list: list[0] = 7
@@ -57,7 +57,7 @@ def test_frame_summary_is_refused_although_torch_lists_it(tmp_path):
         read_checkpoint(str(path))
 
 
-@pytest.mark.parametrize('data, reason', [
+@pytest.mark.parametrize(('data', 'reason'), [
     (P2 + b'a.', 'IndexError'),                   # APPEND with an empty stack
     (P2 + b'\xff', 'KeyError'),                   # no such opcode
     (P2 + b'}q\x00(X', 'error'),                  # a string whose length was cut off

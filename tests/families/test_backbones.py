@@ -43,7 +43,7 @@ def shapes_without_compute(model: torch.nn.Module, h: int, w: int) -> list:
         return [tuple(o.shape) for o in outs]
 
 
-@pytest.mark.parametrize('cls,arch,dims', ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
+@pytest.mark.parametrize(('cls', 'arch', 'dims'), ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
 def test_arch_shapes(cls, arch, dims):
     """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride).
     The full-size presets on fake tensors; the tiny ones also really, with finite outputs."""
@@ -197,7 +197,7 @@ def test_with_cp_gives_same_outputs_and_gradients(kind, tiny_backbone):
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize('kwargs,words', [
+@pytest.mark.parametrize(('kwargs', 'words'), [
     (dict(arch='huge'), ["unknown arch 'huge'", 'tiny']),
     (dict(attn_type='IIS'), ['too short']),
     (dict(attn_type='IIXS'), ["unknown letter(s) ['X']"]),

@@ -212,7 +212,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         torch.testing.assert_close(a.grad, b.grad, msg=name)
 
 
-@pytest.mark.parametrize('kwargs, message', [
+@pytest.mark.parametrize(('kwargs', 'message'), [
     (dict(num_heads=(2, 2)), 'num_heads=.* must be a positive int'),
     (dict(depth=0), 'depth=0 must be a positive int'),
     (dict(pretrain_img_size=100), 'pretrain_img_size=.* multiples of 16'),

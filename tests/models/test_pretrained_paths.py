@@ -184,7 +184,7 @@ def test_file_urls_are_local_paths_and_other_schemes_are_named(tmp_path):
 
 
 # ---------------------------------------------------------------- NaN / inf and integers, on every path
-@pytest.mark.parametrize('how, error', [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
+@pytest.mark.parametrize(('how', 'error'), [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
 def test_timm_and_build_classifier_refuse_bad_weights(tmp_path, how, error):
     path = poisoned(tmp_path, how=how)
     with pytest.raises(error, match='patch_embed.proj.weight'):
@@ -201,7 +201,7 @@ def test_integer_weights_are_refused_by_the_backbone_loader(tmp_path):
         load_pretrained(InLinePVT(**arch), poisoned(tmp_path, how='int'))
 
 
-@pytest.mark.parametrize('how, error', [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
+@pytest.mark.parametrize(('how', 'error'), [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
 def test_deploy_refuses_bad_weights(tmp_path, how, error):
     model = torch.nn.Linear(3, 2)
     state = {k: v.clone() for k, v in model.state_dict().items()}

@@ -209,7 +209,7 @@ def pickled_globals(path) -> set:
 
 
 @needs_new_torch
-@pytest.mark.parametrize('payload, global_name', [
+@pytest.mark.parametrize(('payload', 'global_name'), [
     (RunsShellCommand, 'posix system'),
     (CallsEval, '__builtin__ eval'),
 ])
@@ -277,7 +277,7 @@ def test_allow_list_is_idempotent_and_narrow():
     assert getattr_entry[0][0] is not getattr
 
 
-@pytest.mark.parametrize('version, expected', [
+@pytest.mark.parametrize(('version', 'expected'), [
     ('2.1.2', False), ('2.5.1+cpu', False), ('2.6.0', True), ('2.6.0a0+git1234', True),
     ('2.14.7', True), ('3.0.0', True)])
 def test_needs_allow_list_only_from_torch_2_6(version, expected):

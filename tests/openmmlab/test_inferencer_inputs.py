@@ -43,7 +43,7 @@ def seg():
     return MMSegInferencer(model=SEG, weights=None, device='cpu')
 
 
-@pytest.mark.parametrize('height, width', [(17, 5000), (5000, 17)])
+@pytest.mark.parametrize(('height', 'width'), [(17, 5000), (5000, 17)])
 def test_a_very_thin_picture_is_detected_on(det, tmp_path, one_thread, height, width):
     image = picture(tmp_path / 'thin.png', height, width)
     result = det(image, out_dir=str(tmp_path / 'out'), return_vis=True, pred_score_thr=0.0)
@@ -71,7 +71,7 @@ def test_a_one_pixel_picture_is_drawn_by_mmsegs_visualizer(seg, tmp_path, one_th
     assert (tmp_path / 'out' / 'vis' / 'one.png').is_file()
 
 
-@pytest.mark.parametrize('content, words', [(b'', 'is empty (0 bytes)'),
+@pytest.mark.parametrize(('content', 'words'), [(b'', 'is empty (0 bytes)'),
                                             (b'\xff\xd8\xff\xe0 not really a jpeg', 'holds 22 bytes')])
 def test_an_unreadable_image_file_is_one_line(det, seg, tmp_path, content, words):
     path = tmp_path / 'broken.jpg'

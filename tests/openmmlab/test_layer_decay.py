@@ -52,7 +52,7 @@ def test_groups_lrs_and_weight_decay():
     assert len(optimizer.param_groups) == 2 * (DEPTH + 2)
 
 
-@pytest.mark.parametrize('paramwise, match', [
+@pytest.mark.parametrize(('paramwise', 'match'), [
     (dict(decay_rate=1.5), r'decay_rate=\.\.\.\) must be a number in \(0, 1\]'),
     (dict(), 'must be a number'),
     (dict(decay_rate=0.7, custom_keys={}), "remove \\['custom_keys'\\]"),

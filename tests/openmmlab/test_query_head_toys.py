@@ -73,7 +73,7 @@ def test_the_full_mask2former_semantic_toy_run_beats_chance(tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('config, iters', [('dino-4scale_inline-swin-mini_toy-coco.py', 60),
+@pytest.mark.parametrize(('config', 'iters'), [('dino-4scale_inline-swin-mini_toy-coco.py', 60),
                                            ('mask2former_inline-swin-mini_toy-coco.py', 40)])
 def test_the_detectors_loss_falls_in_a_short_run(config, iters, toy_dir, tmp_path, monkeypatch):
     """The first ``iters`` iterations of the toy schedule (batch 2): the mean total loss of the

@@ -102,7 +102,7 @@ def test_train_checkpoint_resume_evaluate(name, toy_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name, pictures', [
+@pytest.mark.parametrize(('name', 'pictures'), [
     ('mask-rcnn_inline-swin-mini_fpn_toy-coco.py', '*.jpg'),  # DetVisualizationHook: one file per image
     ('fpn_inline-pvt-mini_toy-ade.py', 'vis_data/vis_image/*.png'),  # SegVisualizationHook: via the visualizer
 ])
@@ -155,7 +155,7 @@ def test_two_process_cpu_training(toy_dir, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('package, name', [
+@pytest.mark.parametrize(('package', 'name'), [
     ('mmdet', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'),
     ('mmseg', 'upernet_inline-swin-mini_toy-ade.py'),
 ])

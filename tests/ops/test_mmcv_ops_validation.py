@@ -29,7 +29,7 @@ def _one_line(err: pytest.ExceptionInfo) -> str:
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
-@pytest.mark.parametrize('index, words', [(2., 'batch index 2.0'), (-1., 'batch index -1.0'),
+@pytest.mark.parametrize(('index', 'words'), [(2., 'batch index 2.0'), (-1., 'batch index -1.0'),
                                           (0.5, 'batch index 0.5')])
 def test_roi_align_refuses_a_batch_index_outside_the_batch(pool_mode, index, words):
     from mmcv.ops import roi_align

@@ -16,7 +16,7 @@ def fake_cpu(monkeypatch):
     return fake
 
 
-@pytest.mark.parametrize('flags, onednn, native, unit', [
+@pytest.mark.parametrize(('flags', 'onednn', 'native', 'unit'), [
     ({'avx512f', 'avx512_bf16'}, False, True, 'AVX512-BF16'),
     ({'amx_bf16', 'amx_tile', 'avx512_bf16'}, False, True, 'AMX'),
     ({'avx2'}, True, True, 'AVX512-BF16'),

@@ -117,7 +117,7 @@ def test_relative_links_resolve(page):
     assert not broken_links(page), f'{page.relative_to(ROOT)}: broken links: {broken_links(page)}'
 
 
-@pytest.mark.parametrize('name,flags', all_shown_flags(), ids=[n for n, _ in all_shown_flags()])
+@pytest.mark.parametrize(('name', 'flags'), all_shown_flags(), ids=[n for n, _ in all_shown_flags()])
 def test_options_shown_for_a_tool_exist(name, flags):
     assert (ROOT / 'tools' / f'{name}.py').is_file(), f'the docs show tools/{name}.py, which does not exist'
     helptext = tool_help(name)

@@ -52,7 +52,7 @@ def test_the_settings_are_read_once_with_their_defaults(setup_env, tmp_path):
     assert s.python == tmp_path / 'v' / 'bin' / 'python'
 
 
-@pytest.mark.parametrize('env, message, hint', [
+@pytest.mark.parametrize(('env', 'message', 'hint'), [
     ({'STACK': 'mmlab'}, 'STACK=mmlab is not a stack', 'use STACK=openmmlab or STACK=onedl'),
     ({'MMCV': 'compiled'}, 'MMCV=compiled is not a flavour', 'use MMCV=lite'),
     ({'STACK': 'onedl', 'MMCV': 'full'}, 'not available with STACK=onedl', 'STACK=openmmlab MMCV=full'),

@@ -211,7 +211,7 @@ def _optim_cfg(**wrapper):
     return Config(dict(optim_wrapper=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-3), **wrapper)))
 
 
-@pytest.mark.parametrize('device, user_dtype, want_type, want_dtype, want_scale', [
+@pytest.mark.parametrize(('device', 'user_dtype', 'want_type', 'want_dtype', 'want_scale'), [
     ('cpu', None, 'CpuAmpOptimWrapper', 'bfloat16', None),
     ('cuda', None, 'AmpOptimWrapper', 'float16', 'dynamic'),
     ('cuda', 'bfloat16', 'AmpOptimWrapper', 'bfloat16', None),
