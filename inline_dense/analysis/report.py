@@ -1,4 +1,5 @@
 """Text reports of benchmark rows, the machine they ran on, and a progress bar."""
+import itertools
 import math
 import os
 from typing import Any
@@ -44,7 +45,7 @@ def print_comparisons(rows: list[dict[str, Any]]) -> None:
         for mode in ('infer', 'train'):
             series = sorted((r for r in rows if r['model'] == m and r['mode'] == mode and not r.get('error')),
                             key=lambda r: r['pixels'])
-            for lo, hi in zip(series, series[1:]):
+            for lo, hi in itertools.pairwise(series):
                 mem = hi['peak_mib'] / lo['peak_mib'] if lo['peak_mib'] else math.nan
                 print(f'  {m:>16s} {mode:>5s} {lo["height"]}x{lo["width"]} -> {hi["height"]}x{hi["width"]}: '
                       f'pixels x{hi["pixels"] / lo["pixels"]:.2f}, time x{hi["median_ms"] / lo["median_ms"]:.2f}, '

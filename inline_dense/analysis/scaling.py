@@ -17,6 +17,7 @@ interpolation.
     python tools/benchmark.py --scaling            # the full run (benchmarks/scaling_cpu.json + .png)
     python -m inline_dense.analysis.scaling JOB    # one job (what the sweep runs in each subprocess)
 """
+import itertools
 import math
 import sys
 from collections.abc import Sequence
@@ -127,7 +128,7 @@ def print_report(rows: list[dict[str, Any]]) -> None:
         sides = sorted({r['height'] for r in rows
                         if r['model'] == model and r['mode'] == 'infer' and not r.get('error')})
         times = {s: _figure(rows, model, 'infer', s, 'median_ms') for s in sides}
-        steps = [f'{a}->{b}: {times[b] / times[a]:.2f}x' for a, b in zip(sides, sides[1:])]
+        steps = [f'{a}->{b}: {times[b] / times[a]:.2f}x' for a, b in itertools.pairwise(sides)]
         print(f'  {model}: ' + (', '.join(steps) or 'n/a'))
     print()
     for what, value, bound in ratios(rows):

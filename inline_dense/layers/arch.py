@@ -4,6 +4,7 @@ Every family's settings are checked for type and range here, in one table (``OPT
 before anything is built: a wrong value gets a one-line error naming it and the fix, instead of
 being taken for something else (``out_norm='no'`` is truthy, ``frozen_stages=True`` is 1).
 """
+import itertools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -86,7 +87,7 @@ def check_out_indices(out_indices: Sequence[int], num_stages: int, backbone: str
     if not idx or bad:
         raise ValueError(f'{backbone}: out_indices {tuple(out_indices)} must be a non-empty subset of '
                          f'{tuple(range(num_stages))}.')
-    if any(a >= b for a, b in zip(idx, idx[1:])):
+    if any(a >= b for a, b in itertools.pairwise(idx)):
         raise ValueError(f'{backbone}: out_indices={idx} must be increasing without repeats (the outputs come '
                          f'in stage order); write out_indices={tuple(sorted(set(idx)))}.')
     return idx

@@ -165,7 +165,7 @@ class InLineAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
                 residual_input: torch.Tensor | None = None) -> torch.Tensor:
-        b, n, c = x.shape
+        _b, n, _c = x.shape
         h, w = hw_shape
         if self.num_prefix_tokens + h * w != n:
             raise ValueError(f'InLineAttention: hw_shape {hw_shape} and {self.num_prefix_tokens} prefix tokens '
@@ -210,7 +210,7 @@ class InLineAttention(nn.Module):
             local = self.local_residual(v, taps, hw_shape)
         out = F.dropout(out, self.attn_drop, self.training) + local
         if self.get_v is not None:
-            b, n, c = v.shape
+            b, _n, c = v.shape
             vmap = v.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
             out = out + self.get_v(vmap).flatten(2).transpose(1, 2)
         return out
@@ -252,10 +252,7 @@ class InLineAttention(nn.Module):
         else:
             with torch.autocast(device_type=x.device.type, enabled=False):
                 mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv, xl)
-        if residual_input is None:
-            mean_r = cast(mean_x, x.dtype)
-        else:
-            mean_r = masked_token_mean(residual_input, valid_mask)
+        mean_r = cast(mean_x, x.dtype) if residual_input is None else masked_token_mean(residual_input, valid_mask)
         taps = self.residual(mean_r.unsqueeze(-1))  # (B, 9C, 1)
         get_v = self.get_v
         if get_v is not None:
@@ -285,7 +282,7 @@ class InLineAttention(nn.Module):
         tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C).
         ``xl``: x in bfloat16 under bf16 autocast (the Gram is then a bfloat16 product, see
         ``context_from_centred``), else None."""
-        b, n, c = x.shape
+        b, _n, c = x.shape
         heads, d = self.num_heads, self.head_dim
         xf = cast(x, torch.float32)
         keep_f: torch.Tensor | None = None
@@ -419,7 +416,7 @@ class InLineAttention(nn.Module):
     def context_from_keys(self, k: torch.Tensor, v: torch.Tensor, count: torch.Tensor,
                           mean_k: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Unscaled per-head ctx (B, h, d, d) from k, v (B, N, C) (zero at padded tokens), float32."""
-        b, n, c = k.shape
+        b, n, _c = k.shape
         heads, d = self.num_heads, self.head_dim
         kv = k.view(b, n, heads, d).permute(0, 2, 3, 1) @ v.view(b, n, heads, d).transpose(1, 2)
         return kv / count.view(b, 1, 1, 1) - mean_k.view(b, heads, d, 1) * mean_v.view(b, heads, 1, d)
@@ -427,7 +424,7 @@ class InLineAttention(nn.Module):
     def global_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          valid_mask: torch.Tensor | None) -> torch.Tensor:
         """q, k, v (B, N, C) (k, v already zero at padded tokens) -> (B, N, C)."""
-        b, n, c = q.shape
+        b, n, _c = q.shape
         heads, d = self.num_heads, self.head_dim
         if valid_mask is None:
             count = token_count(q).view(b, 1, 1, 1)

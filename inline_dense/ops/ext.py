@@ -357,8 +357,8 @@ def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, sp
         roi = rois[k]
         start_h, start_w, roi_h, roi_w = _roi_box(roi, spatial_scale, aligned)
         bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_h) / pooled_h))
-        grid_w = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_w) / pooled_w))
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_h) / pooled_h)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_w) / pooled_w)
         if grid_h == 0 or grid_w == 0:
             continue
         dev, dt = input.device, input.dtype

@@ -119,7 +119,7 @@ def test_the_authors_layout_converts_and_names_its_family(family):
     path = authors_checkpoint(spec.fixture.name)
     theirs = torch.load(path, weights_only=True)['model']
     before = dict(theirs)
-    converted, dropped = backbone_class(spec).convert_pretrained(theirs)
+    converted, _dropped = backbone_class(spec).convert_pretrained(theirs)
     assert theirs == before  # a pure function of the state dict
     assert detect_backbone(theirs) == detect_backbone(converted) == spec.class_name
     model = backbone_class(spec)(**spec.fixture.backbone_kwargs(load_reference(spec.fixture.name)['arch']))

@@ -160,7 +160,7 @@ def test_without_the_cls_token_no_prefix_token_reaches_the_blocks():
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert (kept(x)[0] - dropped(x)[0]).abs().max() > 1e-3
-        maps, prefixes = dropped.forward_with_prefix(x)
+        _maps, prefixes = dropped.forward_with_prefix(x)
     assert prefixes[0].shape == (1, 0, 16)
     assert all(m.num_prefix_tokens == 0 for m in dropped.modules() if isinstance(m, InLineAttention))
 

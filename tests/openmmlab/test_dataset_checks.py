@@ -165,7 +165,7 @@ def test_some_degenerate_boxes_are_counted(coco_copy):
 
 
 def test_all_degenerate_boxes_are_refused(coco_copy, load_tool, tmp_path):
-    cfg, edit = coco_copy
+    _cfg, edit = coco_copy
 
     def flatten(anns):
         for ann in anns:

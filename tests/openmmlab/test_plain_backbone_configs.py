@@ -71,10 +71,10 @@ def test_vitdet_recipe(path):
     assert cfg.train_cfg.max_iters == 184375
     assert cfg.auto_scale_lr.base_batch_size == 64
     assert cfg.train_dataloader.batch_size == 4
-    milestones = [s for s in cfg.param_scheduler if s.type == 'MultiStepLR'][0].milestones
+    milestones = next(s for s in cfg.param_scheduler if s.type == 'MultiStepLR').milestones
     assert milestones == [163889, 177546]
     pipeline = cfg.train_dataloader.dataset.dataset.pipeline
-    resize = [t for t in pipeline if t.type == 'RandomResize'][0]
+    resize = next(t for t in pipeline if t.type == 'RandomResize')
     assert (tuple(resize.scale), tuple(resize.ratio_range)) == ((1024, 1024), (0.1, 2.0))
     assert cfg.model.data_preprocessor.batch_augments[0].size == (1024, 1024)
     if path.stem.startswith('mask-rcnn'):

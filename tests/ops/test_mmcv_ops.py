@@ -76,7 +76,7 @@ def assert_same_keep_up_to_ties(keep: torch.Tensor, dets: torch.Tensor, case: di
         groups[score].add(k)
         want_groups[score].add(w)
     assert groups == want_groups
-    by_index = {k: row for k, row in zip(keep.tolist(), dets)}
+    by_index = dict(zip(keep.tolist(), dets))
     for k, row in zip(want_keep.tolist(), want_dets):
         torch.testing.assert_close(by_index[k], row, rtol=0, atol=0)
 

@@ -82,7 +82,7 @@ class WindowMSA(nn.Module):
         return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
     def forward(self, x: torch.Tensor, window_hw: HW, mask: torch.Tensor | None = None) -> torch.Tensor:
-        bw, n, c = x.shape
+        bw, n, _c = x.shape
         qkv = self.qkv(x).view(bw, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # (B*nW, h, n, d)
         bias = self.position_bias(window_hw).unsqueeze(0)  # (1, h, n, n)
