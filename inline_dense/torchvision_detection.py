@@ -147,7 +147,7 @@ class InLineFPNBackbone(nn.Module):
             p6 = extra.p6(results[-1] if extra.use_P5 else feats[-1]) * p6_mask
             p7 = extra.p7(nn.functional.relu(p6))
             p7 = p7 * valid_area_mask(sizes, p7.shape[-2:], self.level_strides[-1], p7.device)
-            return results + [p6, p7], names + ['p6', 'p7']
+            return [*results, p6, p7], [*names, 'p6', 'p7']
         results, names = extra(results, feats, names)
         return results, names
 
@@ -184,7 +184,7 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
         norm: NormFactory | None = norm_layer
         self.pyramid = SimpleFeaturePyramid(last['num_chs'], out_channels, num_outs=5, norm_layer=norm)
         self.strides = [last['reduction'] // 4, last['reduction'] // 2, last['reduction'], last['reduction'] * 2]
-        self.level_strides = self.strides + [self.strides[-1] * 2]
+        self.level_strides = [*self.strides, self.strides[-1] * 2]
         self.extra_blocks = tv_fpn.LastLevelMaxPool()  # what pass_image_sizes reads: one 'pool' level
         self.current_sizes = None
         self.out_channels = out_channels
@@ -209,7 +209,7 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
             level = keep(rescale(source), self.strides[i])
             outs.append(keep(output(keep(lateral(level), self.strides[i])), self.strides[i]))
         pool = nn.functional.max_pool2d(outs[-1], 1, stride=2)
-        return OrderedDict(zip(['0', '1', '2', '3', 'pool'], outs + [keep(pool, self.level_strides[-1])]))
+        return OrderedDict(zip(['0', '1', '2', '3', 'pool'], [*outs, keep(pool, self.level_strides[-1])]))
 
 
 SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not supported: the backbone keeps each '

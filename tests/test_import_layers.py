@@ -72,7 +72,7 @@ def module_files(package_dir: Path) -> dict[str, Path]:
         parts = list(path.relative_to(package_dir).with_suffix('').parts)
         if parts[-1] == '__init__':
             parts = parts[:-1]
-        out['.'.join([root] + parts)] = path
+        out['.'.join([root, *parts])] = path
     return out
 
 

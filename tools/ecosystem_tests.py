@@ -84,7 +84,7 @@ class Repo:
 def run_pytest(cwd: Path, args: list[str], extra_path: Path | None = None) -> dict[str, int]:
     env = dict(os.environ)
     paths = [str(ROOT), str(cwd)] + ([str(extra_path)] if extra_path else [])
-    env['PYTHONPATH'] = os.pathsep.join(paths + [env['PYTHONPATH']] if env.get('PYTHONPATH') else paths)
+    env['PYTHONPATH'] = os.pathsep.join([*paths, env['PYTHONPATH']] if env.get('PYTHONPATH') else paths)
     cmd = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE',
            '-W', 'ignore::pytest.PytestUnknownMarkWarning', '--rootdir', str(cwd), *args]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)

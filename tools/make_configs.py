@@ -98,7 +98,7 @@ def _wrapped_comment(text: str, width: int = 100) -> list[str]:
             lines.append(line)
             line = '#'
         line += ' ' + word
-    return lines + [line]
+    return [*lines, line]
 
 
 # ----------------------------------------------------------------------------- the metafile

@@ -119,7 +119,7 @@ def main(argv=None) -> list[dict[str, float]]:
     parser.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
     parser.add_argument('--runs', type=int, default=3, help='timed steps after one warm-up (default 3)')
     parser.add_argument('--threads', type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument('--layout', default='dino-enc', choices=sorted(LAYOUTS) + ['all'],
+    parser.add_argument('--layout', default='dino-enc', choices=[*sorted(LAYOUTS), 'all'],
                         help='level layout (default dino-enc; all = each in turn)')
     args = parser.parse_args(argv)
     if args.threads:

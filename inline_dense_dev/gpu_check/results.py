@@ -75,7 +75,7 @@ class Results:
             if entry.get('error'):
                 lines += ['', f'**{cell(entry["error"])}**']
             for group in groups(entry['rows']):
-                lines += [''] + table(group)
+                lines += ['', *table(group)]
         return '\n'.join(lines) + '\n'
 
     def save(self) -> None:

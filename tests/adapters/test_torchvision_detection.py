@@ -91,7 +91,7 @@ def test_detections_alone_and_next_to_larger_images_agree(variant):
                                         **RESIZE)).eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert len(alone['boxes']) > 10
     assert detection_distance(alone, batched) <= 1e-4
 
@@ -100,7 +100,7 @@ def test_without_the_sizes_the_padding_changes_detections():
     model = FasterRCNN(backbone('inline_swin_t'), num_classes=3, box_score_thresh=0.0, **RESIZE).eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert detection_distance(alone, batched) > 1e-2
 
 
@@ -279,16 +279,16 @@ def test_retinanet_detections_alone_and_next_to_larger_images_agree():
         plain.head.classification_head.cls_logits.weight.normal_(0, 0.2, generator=torch.Generator().manual_seed(2))
         plain.head.classification_head.cls_logits.bias.fill_(-1.0)
     with torch.no_grad():
-        assert detection_distance(plain(images([IMAGE]))[0], plain(images([IMAGE] + LARGER))[0]) > 1e-2
+        assert detection_distance(plain(images([IMAGE]))[0], plain(images([IMAGE, *LARGER]))[0]) > 1e-2
     model = pass_image_sizes(plain)
     assert model.transform.size_divisible == 128
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert len(alone['boxes']) > 10
     assert detection_distance(alone, batched) <= 1e-4
     model.train()
-    losses = model(images([IMAGE] + LARGER), targets([IMAGE] + LARGER))
+    losses = model(images([IMAGE, *LARGER]), targets([IMAGE, *LARGER]))
     assert set(losses) == {'classification', 'bbox_regression'}
     assert all(torch.isfinite(v) for v in losses.values())
 
@@ -300,7 +300,7 @@ def test_fcos_and_keypoint_rcnn_run_and_fcos_says_what_stays_padding_dependent()
     for model in (fcos, keypoints):
         model.eval()
         with torch.no_grad():
-            out = model(images([IMAGE] + LARGER))
+            out = model(images([IMAGE, *LARGER]))
         assert len(out) == 3
         assert all(d['boxes'].shape[1] == 4 for d in out)
     assert 'keypoints' in out[0]
@@ -317,7 +317,7 @@ def test_pass_image_sizes_refuses_what_it_cannot_handle():
 
     class MyLevels(ExtraFPNBlock):
         def forward(self, results, x, names):
-            return results + [results[-1][..., ::4, ::4]], names + ['p6']
+            return [*results, results[-1][..., ::4, ::4]], [*names, 'p6']
 
     with pytest.raises(TypeError, match='MyLevels, whose levels\' strides it does not know'):
         pass_image_sizes(FasterRCNN(backbone('inline_swin_t', extra_blocks=MyLevels()), num_classes=2))
@@ -361,7 +361,7 @@ def test_mask_rcnn_on_a_plain_backbone_trains_a_step_and_predicts():
     model.eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert set(alone) == {'boxes', 'labels', 'scores', 'masks'}
     assert len(alone['boxes']) > 10
     assert detection_distance(alone, batched) <= 1e-4

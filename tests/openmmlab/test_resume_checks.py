@@ -51,7 +51,7 @@ def run_copy(trained, tmp_path, monkeypatch):
 
 def train(load_tool, work, *options, resume='--resume'):
     args = [RETINANET_TOY, '--work-dir', str(work)] + ([resume] if resume else [])
-    load_tool('train').main(args + ['--cfg-options', *SHORT, *options])
+    load_tool('train').main([*args, '--cfg-options', *SHORT, *options])
 
 
 def test_changed_optimizer_and_schedule_are_refused(run_copy, load_tool):

@@ -86,7 +86,7 @@ def shown_flags(text: str) -> dict[str, set[str]]:
     for line in command_lines(text):
         line = line.split(' # ')[0]  # a shell comment is prose
         matches = list(TOOL.finditer(line))
-        for m, nxt in zip(matches, matches[1:] + [None]):
+        for m, nxt in zip(matches, [*matches[1:], None]):
             command = line[m.end():nxt.start() if nxt else None]
             found.setdefault(m.group(1), set()).update(FLAG.findall(command))
     return found

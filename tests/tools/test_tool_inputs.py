@@ -26,7 +26,7 @@ def test_a_work_dir_that_is_a_file(tool, tmp_path, load_tool):
     blocker.write_text('not a directory')
     args = [RETINANET_TOY] + ([str(tmp_path / 'c.pth')] if tool == 'test' else [])
     with pytest.raises(ToolInputError, match='results is a file; the logs and checkpoints need a directory'):
-        load_tool(tool).main(args + ['--work-dir', str(blocker)])
+        load_tool(tool).main([*args, '--work-dir', str(blocker)])
     with pytest.raises(ToolInputError, match=f'is inside {blocker}, which is a file'):
         check_work_dir(str(blocker / 'sub'))
     check_work_dir(str(tmp_path / 'new' / 'dir'))  # missing directories are fine: they are created
