@@ -77,7 +77,8 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
 
 # What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
 # (a TypeError in the loader, say) is a bug and propagates as it is.
-UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error, pickle.UnpicklingError, *SAFETENSORS_ERRORS)
+UNREADABLE: tuple[type[BaseException], ...] = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError,
+                                                IndexError, struct.error, pickle.UnpicklingError, *SAFETENSORS_ERRORS)
 _CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
 
 

@@ -92,7 +92,8 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
         export_with_fallback(BackboneOutputs(model), path, names, example_shape=(1, 3, hw[0], hw[1]),
                              log=lambda _: None)
     except Exception as err:
-        return [*rows, dict(runtime='onnx export', precision='fp32', median_ms=None, rel_error=None, error=first_line(err))]
+        return [*rows, dict(runtime='onnx export', precision='fp32', median_ms=None, rel_error=None,
+                            error=first_line(err))]
     array = image.numpy()
     try:
         ort_run = ort_session(path, threads)

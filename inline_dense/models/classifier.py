@@ -34,7 +34,7 @@ from ..typing import HW, StateDict
 # from the variant table (inline_dense.variants): variant -> (family, preset)
 VARIANTS: dict[str, tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
 POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
-TOKEN_POOLS = ('token',) + POOLS  # a ViT's (prefix tokens): the cls token too
+TOKEN_POOLS = ('token', *POOLS)  # a ViT's (prefix tokens): the cls token too
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 

@@ -34,7 +34,8 @@ def inputs(*shapes):
     return [torch.randn(*s, generator=g) for s in shapes]
 
 
-@pytest.mark.parametrize(('example', 'other'), [(SMALL, LARGE), (LARGE, FITS)], ids=['small-to-large', 'large-to-small'])
+@pytest.mark.parametrize(('example', 'other'), [(SMALL, LARGE), (LARGE, FITS)],
+                         ids=['small-to-large', 'large-to-small'])
 def test_jit_trace_holds_at_other_sizes(example, other, one_thread):
     model = swin_unet()
     x, y = inputs(example, other)

@@ -51,7 +51,7 @@ def test_a_model_that_exports_as_it_is_is_not_touched(monkeypatch):
 
 def test_when_every_impl_fails_the_error_names_them_and_the_layers_are_back(monkeypatch):
     model = two_layers()
-    fake_exporter(monkeypatch, fails_with=[*list(onnx_export.FALLBACK_IMPLS), 'auto', 'folded_gram'])
+    fake_exporter(monkeypatch, fails_with=[*onnx_export.FALLBACK_IMPLS, 'auto', 'folded_gram'])
     with pytest.raises(RuntimeError, match='failed with every attn_impl'):
         onnx_export.export_with_fallback(model, 'unused.onnx', ['out'], log=lambda _: None)
     assert [m.impl for m in model] == ['auto', 'folded_gram']

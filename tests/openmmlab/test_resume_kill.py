@@ -401,7 +401,7 @@ def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
     make_toy_coco(str(tmp_path / 'data' / 'toy_coco'), num_train=8, num_val=3, image_size=64)
     (tmp_path / 'killer.py').write_text(KILLER)
     base = osp.join(ROOT, 'configs', 'toy', TOY_CONFIG)
-    imports = [*list(Config.fromfile(base).custom_imports['imports']), 'inline_dense.openmmlab.engine', 'killer']
+    imports = [*Config.fromfile(base).custom_imports['imports'], 'inline_dense.openmmlab.engine', 'killer']
     config = tmp_path / 'reliable.py'
     config.write_text(f'''_base_ = {base!r}
 custom_imports = dict(imports={imports!r}, allow_failed_imports=False)
