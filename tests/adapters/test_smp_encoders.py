@@ -64,7 +64,7 @@ def test_save_pretrained_and_from_pretrained_round_trip(tmp_path):
         assert torch.equal(model(x), loaded(x))
 
 
-def test_encoder_weights_true_loads_an_authors_file(tmp_path):
+def test_encoder_weights_true_loads_an_authors_file():
     """encoder_weights=True goes through inline_dense.timm's reading (here a local file)."""
     path = authors_checkpoint('inline_swin_mini')
     model = smp.FPN('tu-inline_swin_t', encoder_weights=True, classes=2, pretrained_cfg_overlay=dict(file=path),

@@ -42,7 +42,7 @@ def test_share_rows_against_each_dtypes_rate():
     assert 'x0.50' in gemm.format_shares(shares)
 
 
-def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast(monkeypatch):
+def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast():
     from inline_dense.analysis import jobs
     job = Job('inline-swin-t', 64, 96, dtype='bf16')
     assert job.label == 'inline-swin-t+bf16@64x96:infer'

@@ -144,7 +144,7 @@ def test_a_read_only_cache_serves_what_it_holds(server, monkeypatch):
         cache.chmod(0o755)
 
 
-def test_downloaded_files_respect_the_umask(server, monkeypatch):
+def test_downloaded_files_respect_the_umask(server):
     old = os.umask(0o022)
     try:
         path = Path(resolve(f'{server.url}/files/inline_swin_mini.pth'))

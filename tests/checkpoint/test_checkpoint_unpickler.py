@@ -84,7 +84,7 @@ def test_a_malformed_zip_checkpoint_is_not_called_truncated(tmp_path):
     assert 'truncated' not in str(info.value)
 
 
-def test_the_allow_list_fails_closed(monkeypatch, tmp_path):
+def test_the_allow_list_fails_closed(monkeypatch):
     from torch import _weights_only_unpickler as wo
     monkeypatch.delattr(wo, '_get_allowed_globals')
     with pytest.raises(RefusedPickle, match='no weights_only allow-list'):

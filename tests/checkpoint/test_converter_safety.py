@@ -145,7 +145,7 @@ def test_output_at_a_directory_or_in_a_missing_one(authors_copy, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_tool_says_it_in_one_line(authors_copy, tmp_path):
+def test_the_tool_says_it_in_one_line(authors_copy):
     src, data = authors_copy
     proc = subprocess.run([sys.executable, str(ROOT / 'tools' / 'convert_checkpoint.py'), str(src), str(src)],
                           capture_output=True, text=True, timeout=300,

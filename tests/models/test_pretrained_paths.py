@@ -173,7 +173,7 @@ def test_a_state_dict_in_the_cfg_loads_through_the_strict_loader():
 
 
 # ---------------------------------------------------------------- URL schemes
-def test_file_urls_are_local_paths_and_other_schemes_are_named(tmp_path):
+def test_file_urls_are_local_paths_and_other_schemes_are_named():
     assert resolve('file://' + PVT_FILE) == PVT_FILE
     assert resolve('file://localhost' + PVT_FILE) == PVT_FILE
     timm_pvt(file='file://' + PVT_FILE)

@@ -141,7 +141,7 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
     assert "-m 'not slow'" not in other
 
 
-def test_the_ci_finds_the_pythons_pyproject_admits(tmp_path):
+def test_the_ci_finds_the_pythons_pyproject_admits():
     code = 'source .ci/lib.sh; echo "$(python_floor) $(python_newest)"; find_python "$(python_floor)"'
     proc = subprocess.run(['bash', '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     floor_newest, found = proc.stdout.splitlines()[:2]

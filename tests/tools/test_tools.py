@@ -163,7 +163,7 @@ def test_toy_config_codebase_and_model(name):
     assert metric == ('CocoMetric' if codebase == 'mmdet' else 'IoUMetric')
 
 
-def test_codebase_from_model_type_and_unknown(tmp_path):
+def test_codebase_from_model_type_and_unknown():
     from mmengine.config import Config
     cfg = Config(dict(model=dict(type='EncoderDecoder')))
     assert launch.detect_codebase(cfg) == 'mmseg'
