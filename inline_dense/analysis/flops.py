@@ -35,13 +35,13 @@ ATTENTION_WORDS = ('Attention', 'MSA')  # class names that count as "attention" 
 Inputs = Union[torch.Tensor, Sequence[Any]]
 
 
-def _reduction_flops(self_shape: Sequence[int], *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def _reduction_flops(self_shape: Sequence[int], *args: Any, out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ARG001
     """A token sum/mean: one multiply-accumulate per element summed (torch counts 2 FLOPs a MAC)."""
     return 2 * prod(self_shape)
 
 
 def _sdpa_flops(query: Sequence[int], key: Sequence[int], value: Sequence[int], *args: Any,
-                out_shape: Any = None, **kwargs: Any) -> int:
+                out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ARG001
     """2 * MACs of softmax(q k^T) v for q (..., L, E), k (..., S, E), v (..., S, Ev)."""
     length, e, s_len, ev = query[-2], query[-1], key[-2], value[-1]
     return 2 * prod(query[:-2]) * length * s_len * (e + ev)
@@ -123,7 +123,7 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def inline_attention_macs(n: int, c: int, heads: int, qkv_bias: bool = True) -> dict[str, int]:
+def inline_attention_macs(n: int, c: int, heads: int, qkv_bias: bool = True) -> dict[str, int]:  # noqa: ARG001
     """Closed-form MACs of one InLine attention over n tokens and c channels, per image.
 
     The terms of ``forward_reference``; handy for tables and to see what dominates.

@@ -41,7 +41,7 @@ def _progress(total: int | None, label: str) -> Iterator[Callable[[int], None]]:
     try:
         from tqdm import tqdm  # optional: progress bars only
     except ImportError:
-        yield lambda n: None
+        yield lambda _: None
         return
     with tqdm(total=total, unit='B', unit_scale=True, unit_divisor=1024, desc=label) as bar:
         yield bar.update

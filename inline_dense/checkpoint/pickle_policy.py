@@ -87,7 +87,7 @@ class PickledObject(dict):
         return f'<{self.pickle_name} as data: {", ".join(parts)[:300]}>'
 
 
-def _reconstructor_stand_in(cls: Any, base: Any, state: Any) -> Any:
+def _reconstructor_stand_in(cls: Any, base: Any, state: Any) -> Any:  # noqa: ARG001
     """``copyreg._reconstructor`` (protocol 0/1 objects) for placeholder classes only."""
     if isinstance(cls, type) and issubclass(cls, PickledObject) and base in (object, dict, list):
         return cls()

@@ -244,7 +244,7 @@ class InLineClassifier(nn.Module):
 
     # ------------------------------------------------------------------ timm's feature-getter contract
     def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
-                              norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',
+                              norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',  # noqa: ARG002
                               intermediates_only: bool = False, valid_hw: list[HW] | None = None
                               ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
         """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;

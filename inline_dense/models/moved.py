@@ -57,14 +57,14 @@ def _forwarding(old: str, targets: Sequence[str]) -> tuple[Any, Any]:
 class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the old names of :data:`MOVED`; loads each as a module that forwards to the new ones."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,  # noqa: ARG002
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:  # noqa: ARG002
         package, _, name = fullname.rpartition('.')
         if package != PACKAGE or name not in MOVED:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:  # noqa: ARG002
         return None  # the default module
 
     def exec_module(self, module: types.ModuleType) -> None:

@@ -51,7 +51,7 @@ def outputs_and_grads(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor
     return dict(out=out.detach(), grads=grads, grad_out=grad_out)
 
 
-def pure(value, shapes, start, loc, weights) -> torch.Tensor:
+def pure(value, shapes, start, loc, weights) -> torch.Tensor:  # noqa: ARG001
     from mmcv.ops.multi_scale_deform_attn import multi_scale_deformable_attn_pytorch
     return multi_scale_deformable_attn_pytorch(value, shapes, loc, weights)
 

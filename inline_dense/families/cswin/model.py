@@ -40,7 +40,7 @@ class CSwinStage(nn.Module):
         self.merge = merge
         self.blocks = nn.ModuleList(blocks)
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """Tokens (B, N, C) of grid ``hw`` -> this stage's tokens and grid (the merge, if any)."""
         if self.merge is None:
             return x, hw
@@ -125,7 +125,7 @@ class InLineCSwin(InLineBackboneBase):
             stages.append(CSwinStage(merge, blocks))
         super().__init__(settings, dict(stem=stem), stages, strides=[4 * 2 ** i for i in range(n)])
 
-    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return self.stem(padding.pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)
 
     convert_pretrained = staticmethod(convert_authors_layout)

@@ -75,7 +75,7 @@ class CSwinStripeAttention(nn.Module):
         return [(None, self.split_size), (self.split_size, None)]
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
-                residual_input: torch.Tensor | None = None) -> torch.Tensor:
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape

@@ -61,7 +61,7 @@ class DeiTBlock(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList([block])
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return x, hw
 
     def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:

@@ -35,7 +35,7 @@ class PVTStage(nn.Module):
         """Tokens (B, N, C) -> the map (B, C, H, W) the next stage's patch embedding takes."""
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]), hw
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """The map (B, C_in, H, W) (the image, or the previous stage's) -> tokens, grid (``embed``)."""
         return self.embed(x, valid_hw, stride)
 
@@ -108,7 +108,7 @@ class InLinePVT(InLineBackboneBase):
             in_dims = dims[i]
         super().__init__(settings, {}, stages, strides)  # no stem: each stage embeds its input
 
-    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return x, (x.shape[2], x.shape[3])  # each stage embeds its own input
 
     convert_pretrained = staticmethod(convert_authors_layout)

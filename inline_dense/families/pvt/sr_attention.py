@@ -37,7 +37,7 @@ class SRAttention(nn.Module):
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
-                residual_input: torch.Tensor | None = None) -> torch.Tensor:
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim

@@ -70,7 +70,7 @@ class SwinStage(nn.Module):
         self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """Tokens (B, N, C) of grid ``hw``, unchanged: the previous stage merged them."""
         return x, hw
 
@@ -142,7 +142,7 @@ class InLineSwin(InLineBackboneBase):
         super().__init__(settings, stem, stages, strides=[patch_size * 2 ** i for i in range(n)])
         self.patch_size = patch_size
 
-    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         tokens, hw = self.patch_embed(padding.pad_to_multiple(x, self.patch_size))
         return self.drop_after_pos(tokens), hw
 

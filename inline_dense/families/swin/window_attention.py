@@ -153,7 +153,7 @@ class ShiftWindowMSA(nn.Module):
         return f'window_size={self.window_size}, shift={self.shift}'
 
     def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
-                residual_input: torch.Tensor | None = None) -> torch.Tensor:
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape

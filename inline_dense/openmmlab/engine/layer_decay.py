@@ -85,8 +85,8 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         super().__init__(optim_wrapper_cfg, dict(decay_rate=rate))
         self.decay_rate = float(rate)
 
-    def add_params(self, params: list[dict], module: nn.Module, prefix: str = '',  # type: ignore[override]
-                   is_dcn_module: bool | None = None) -> None:
+    def add_params(self, params: list[dict], module: nn.Module, prefix: str = '',  # type: ignore[override]  # noqa: ARG002
+                   is_dcn_module: bool | None = None) -> None:  # noqa: ARG002
         """Appends one group per (layer id, weight decay or not) to ``params``, for ``module`` (the model)."""
         num_layers = plain_blocks(module)
         exempt = no_decay_names(module)

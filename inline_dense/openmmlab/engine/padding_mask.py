@@ -97,7 +97,7 @@ class PaddingMaskHandle:
         if getattr(self._model, _HANDLE_ATTR, None) is self:
             delattr(self._model, _HANDLE_ATTR)
 
-    def _before_model(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+    def _before_model(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:  # noqa: ARG002
         inputs = kwargs.get('inputs', args[0] if args else None)
         samples = kwargs.get('data_samples', args[1] if len(args) > 1 else None)
         shapes = image_shapes(samples)
@@ -106,10 +106,10 @@ class PaddingMaskHandle:
         else:
             self.sizes.clear()
 
-    def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:
+    def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:  # noqa: ARG002
         self.sizes.clear()
 
-    def _before_backbone(self, module: nn.Module, args: tuple,
+    def _before_backbone(self, module: nn.Module, args: tuple,  # noqa: ARG002
                          kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]] | None:
         if len(args) != 1 or kwargs.get('valid_hw') is not None:
             return None
@@ -139,7 +139,7 @@ def enable_padding_mask(model: nn.Module) -> PaddingMaskHandle:
     return handle
 
 
-def _on_registration(module: nn.Module, name: str, submodule: nn.Module | None) -> None:
+def _on_registration(module: nn.Module, name: str, submodule: nn.Module | None) -> None:  # noqa: ARG001
     """torch's module-registration hook: an OpenMMLab InLine backbone assigned to ``module`` (a
     detector or segmentor: its forward takes ``data_samples``) gets the padding mask of ``module``'s
     forward. Other holders (``torch.compile``'s wrapper, a Sequential) are left alone."""

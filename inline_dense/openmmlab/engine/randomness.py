@@ -128,7 +128,7 @@ class DeterministicResumeHook(Hook):
     def before_train_epoch(self, runner) -> None:
         self._reseed(runner, 'epoch', runner.epoch)
 
-    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:  # noqa: ARG002
         self._reseed(runner, 'iter', runner.iter)
 
 
