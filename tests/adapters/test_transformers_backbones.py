@@ -135,7 +135,7 @@ def test_a_backbone_name_alone_asks_the_hub_first():
     """What docs/ecosystems.md says: ``UperNetConfig(backbone='inline_swin_t')`` (no
     ``backbone_config``) asks the Hub whether a repository of that name exists, so offline it fails;
     a ``TimmBackboneConfig`` does not."""
-    with pytest.raises(Exception, match='blocked|offline|connect|Connect'):
+    with pytest.raises(Exception, match=r'blocked|offline|connect|Connect'):
         UperNetConfig(backbone='inline_swin_t')
     assert UperNetConfig(backbone_config=backbone_config('inline_swin_t')).backbone_config.backbone == 'inline_swin_t'
 

@@ -99,7 +99,7 @@ def test_plan_jobs_labels_and_skip_globs():
     assert all(j.runs == 1 for j in planned)
     assert jobs.parse_hw('800x1216') == (800, 1216)
     for bad in ('800', '0x5', 'axb'):
-        with pytest.raises(argparse.ArgumentTypeError, match='HxW|positive'):
+        with pytest.raises(argparse.ArgumentTypeError, match=r'HxW|positive'):
             jobs.parse_hw(bad)
 
 

@@ -138,7 +138,7 @@ def test_a_read_only_cache_serves_what_it_holds(server, monkeypatch):
     monkeypatch.setattr(builtins, 'open', read_only_open)
     try:
         assert resolve('inline://inline_swin_t') == path
-        with pytest.raises(DownloadError, match='not writable.*INLINE_DENSE_CACHE'):
+        with pytest.raises(DownloadError, match=r'not writable.*INLINE_DENSE_CACHE'):
             resolve(f'{server.url}/files/inline_pvt_mini.pth')
     finally:
         cache.chmod(0o755)

@@ -292,7 +292,7 @@ def test_a_file_put_into_the_cache_by_hand_is_used_without_a_request(server, mon
 
 
 def test_unknown_name_and_unknown_url(monkeypatch):
-    with pytest.raises(ValueError, match="unknown checkpoint name 'inline://inline_swin_xl'.*inline_cswin_t"):
+    with pytest.raises(ValueError, match=r"unknown checkpoint name 'inline://inline_swin_xl'.*inline_cswin_t"):
         resolve('inline://inline_swin_xl')
     publish(monkeypatch, 'inline_cswin_t', None)
     with pytest.raises(FileNotFoundError, match='download URL of InLine-CSwin-T is not known'):

@@ -124,7 +124,7 @@ def test_weights_choice_is_explicit():
     assert select_weights(ckpt, 'auto')[1] == "EMA weights ('state_dict_ema')"
     assert select_weights(ckpt, 'model')[1] == "model weights ('model')"
     assert select_weights({'model': {'w': torch.zeros(1)}}, 'auto')[1] == "model weights ('model')"
-    with pytest.raises(CheckpointError, match="has no EMA weights.*weights='model'"):
+    with pytest.raises(CheckpointError, match=r"has no EMA weights.*weights='model'"):
         select_weights({'model': {}}, 'ema')
     with pytest.raises(ValueError, match="weights='best'"):
         select_weights(ckpt, 'best')
@@ -241,6 +241,6 @@ def test_legacy_format_reads_and_refuses_too(tmp_path):
     marker = tmp_path / 'marker'
     ckpt['args'] = Payload(os.system, f'touch {marker}')
     torch.save(ckpt, path, _use_new_zipfile_serialization=False)
-    with pytest.raises(CheckpointError, match='posix.system|os.system'):
+    with pytest.raises(CheckpointError, match=r'posix.system|os.system'):
         read_checkpoint(str(path))
     assert not marker.exists()

@@ -49,11 +49,11 @@ def test_frame_summary_is_refused_although_torch_lists_it(tmp_path):
     assert 'traceback.FrameSummary' in wo._get_user_allowed_globals()  # torch.distributed registers it
     secret = tmp_path / 'secret.txt'
     secret.write_text('a line of a local file\n')
-    with pytest.raises(RefusedPickle, match='traceback.FrameSummary'):
+    with pytest.raises(RefusedPickle, match=r'traceback.FrameSummary'):
         safe_unpickle.loads(frame_summary_pickle(str(secret)))
     path = tmp_path / 'frame.pth'
     torch.save({'state_dict': {'w': torch.ones(1)}, 'trace': traceback.FrameSummary(str(secret), 1, 'x')}, path)
-    with pytest.raises(CheckpointError, match='refusing to load.*traceback.FrameSummary'):
+    with pytest.raises(CheckpointError, match=r'refusing to load.*traceback.FrameSummary'):
         read_checkpoint(str(path))
 
 

@@ -93,7 +93,7 @@ def test_full_disk_inside_torchs_writer_is_still_reported_as_such(tmp_path, monk
         f = real_open(path, mode, *args, **kwargs)
         return FullFile(f) if 'w' in mode and '.tmp-' in str(path) else f
     monkeypatch.setattr('builtins.open', opener)
-    with pytest.raises(DiskFullError, match='no space left on device while writing .*c.pth'):
+    with pytest.raises(DiskFullError, match=r'no space left on device while writing .*c.pth'):
         save_atomically({'w': torch.zeros(10000)}, dst)
     monkeypatch.undo()
     assert not dst.exists()

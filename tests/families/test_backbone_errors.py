@@ -234,7 +234,7 @@ def test_pvt_pretrain_img_size_bad(size):
 
 
 def test_cswin_two_branch_stage_needs_even_heads():
-    with pytest.raises(ValueError, match='InLineCSwin stage 2: .*splits its 3 heads in half'):
+    with pytest.raises(ValueError, match=r'InLineCSwin stage 2: .*splits its 3 heads in half'):
         InLineCSwin(embed_dims=24, depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 8), attn_type='IISS')
 
 

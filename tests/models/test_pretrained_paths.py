@@ -187,10 +187,10 @@ def test_file_urls_are_local_paths_and_other_schemes_are_named():
 @pytest.mark.parametrize(('how', 'error'), [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
 def test_timm_and_build_classifier_refuse_bad_weights(tmp_path, how, error):
     path = poisoned(tmp_path, how=how)
-    with pytest.raises(error, match='patch_embed.proj.weight'):
+    with pytest.raises(error, match=r'patch_embed.proj.weight'):
         timm_pvt(file=path)
     model = InLineClassifier('pvt', num_classes=10, **pvt_arch())
-    with pytest.raises(error, match='patch_embed.proj.weight'):
+    with pytest.raises(error, match=r'patch_embed.proj.weight'):
         model.load_pretrained(path)
 
 

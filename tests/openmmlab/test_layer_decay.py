@@ -66,9 +66,9 @@ def test_wrong_settings_in_one_line(paramwise, match):
 
 def test_backbone_without_blocks_is_refused():
     model = Detector(nn.Conv2d(3, 16, 3))
-    with pytest.raises(ValueError, match="not a plain ViT.*type='InLineDeiT'"):
+    with pytest.raises(ValueError, match=r"not a plain ViT.*type='InLineDeiT'"):
         build_optim_wrapper(model, optim_cfg(decay_rate=0.7))
-    with pytest.raises(ValueError, match='has no .backbone'):
+    with pytest.raises(ValueError, match=r'has no .backbone'):
         build_optim_wrapper(nn.Linear(2, 2), optim_cfg(decay_rate=0.7))
 
 

@@ -134,13 +134,13 @@ def test_files_that_cannot_be_resumed_are_refused_in_one_line(kind, run_copy, tm
 
 
 def test_another_models_checkpoint_is_refused(run_copy, load_tool):
-    with pytest.raises(ResumeError, match='trained for a RetinaNet model .* this config builds a MaskRCNN'):
+    with pytest.raises(ResumeError, match=r'trained for a RetinaNet model .* this config builds a MaskRCNN'):
         load_tool('train').main([MASK_RCNN_TOY, '--work-dir', str(run_copy), '--resume',
                                  str(run_copy / 'iter_2.pth'), '--cfg-options', *SHORT])
 
 
 def test_weights_that_no_longer_fit_are_refused_before_the_optimizer(run_copy, load_tool):
-    with pytest.raises(CheckpointMismatch, match='--resume .*iter_2.pth does not fit RetinaNet'):
+    with pytest.raises(CheckpointMismatch, match=r'--resume .*iter_2.pth does not fit RetinaNet'):
         train(load_tool, run_copy, 'model.bbox_head.feat_channels=32')
 
 

@@ -160,6 +160,6 @@ def test_the_demo_refuses_a_picture_path_before_training(tmp_path, monkeypatch):
 @pytest.mark.parametrize('kind', ['device', 'fifo'])
 def test_the_smp_toy_leaves_a_root_that_is_not_a_toy_folder_alone(kind, tmp_path):
     path = special(kind, tmp_path)
-    with pytest.raises(SystemExit, match='^error: .* exists but was not made by the toy data generator'):
+    with pytest.raises(SystemExit, match=r'^error: .* exists but was not made by the toy data generator'):
         import_tool('train_smp_toy').main(['--root', str(path), '--seconds', '1'])
     assert unchanged(path, kind)

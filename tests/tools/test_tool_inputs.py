@@ -44,12 +44,12 @@ def test_option_types_and_misplaced_sections():
                       param_scheduler=[dict(end=3)]))
     check_cfg_options(cfg, {'optim_wrapper.optimizer.lr': 1, 'model.backbone.out_norm': False,
                             'param_scheduler.0.end': 5, 'load_from': 'x.pth', 'randomness.seed': 1})
-    with pytest.raises(ToolInputError, match="the config has no 'optimizer' section; did you mean "
-                                             "optim_wrapper.optimizer.lr"):
+    with pytest.raises(ToolInputError, match=r"the config has no 'optimizer' section; did you mean "
+                                             r"optim_wrapper.optimizer.lr"):
         check_cfg_options(cfg, {'optimizer.lr': 'abc'})
     with pytest.raises(ToolInputError, match=r'out_norm takes a boolean \(true / false\)'):
         check_cfg_options(cfg, {'model.backbone.out_norm': 'no'})
-    with pytest.raises(ToolInputError, match='param_scheduler.0.end takes a number'):
+    with pytest.raises(ToolInputError, match=r'param_scheduler.0.end takes a number'):
         check_cfg_options(cfg, {'param_scheduler.0.end': 'ten'})
 
 

@@ -241,7 +241,7 @@ def test_amp_on_cpu_refuses_two_stage_detectors_with_compiled_mmcv(monkeypatch):
     monkeypatch.setattr(mmengine.device, 'get_device', lambda: 'cpu')
     monkeypatch.setattr(train_tool, 'uses_stand_in', lambda: False)
     cfg = launch.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
-    with pytest.raises(ValueError, match='no bfloat16 version.*train this model without --amp'):
+    with pytest.raises(ValueError, match=r'no bfloat16 version.*train this model without --amp'):
         train_tool.enable_amp(cfg)
     monkeypatch.setattr(train_tool, 'uses_stand_in', lambda: True)
     train_tool.enable_amp(cfg)
@@ -293,7 +293,7 @@ def test_cpu_distributed_settings(monkeypatch):
 def test_cpu_process_group_needs_torchrun_env(monkeypatch):
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         monkeypatch.delenv(key, raising=False)
-    with pytest.raises(RuntimeError, match='dist_train.sh'):
+    with pytest.raises(RuntimeError, match=r'dist_train.sh'):
         launch.init_cpu_process_group({'backend': 'gloo'})
 
 

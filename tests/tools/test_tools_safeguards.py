@@ -173,7 +173,7 @@ def test_rng_states_survive_a_checkpoint(tmp_path):
 
 def test_private_mmengine_attributes_are_guarded(monkeypatch):
     check_mmengine_version()  # the pinned one
-    with pytest.raises(UnsupportedMmengine, match='mmengine 0.11.0 is installed.*mmengine==0.10.7'):
+    with pytest.raises(UnsupportedMmengine, match=r'mmengine 0.11.0 is installed.*mmengine==0.10.7'):
         check_mmengine_version('0.11.0')
     monkeypatch.setattr(mmengine, '__version__', '1.0.0')
     for hook in (AtomicCheckpointHook, DeterministicResumeHook):
