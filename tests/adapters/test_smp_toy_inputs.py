@@ -24,7 +24,8 @@ def refusal(load_tool, *args):
     with pytest.raises(SystemExit) as info:
         load_tool('train_smp_toy').main(list(args))
     message = str(info.value.code)
-    assert message.startswith('error: ') and '\n' not in message, message
+    assert message.startswith('error: '), message
+    assert '\n' not in message, message
     return message
 
 

@@ -203,6 +203,7 @@ def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path, monkeypatch, o
     assert 'bfloat16' in dumped
     losses = [json.loads(line)['loss'] for path in work.glob('*/vis_data/scalars.json')
               for line in path.read_text().splitlines() if '"loss"' in line]
-    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    assert len(losses) == 2, losses
+    assert all(math.isfinite(v) for v in losses), losses
     ckpt = torch.load(work / 'iter_2.pth', map_location='cpu', weights_only=True)
     assert all(torch.isfinite(v).all() for v in ckpt['state_dict'].values() if v.is_floating_point())

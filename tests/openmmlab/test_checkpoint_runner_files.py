@@ -257,8 +257,10 @@ def test_numpy1_module_paths_load(tmp_path):
         path.write_bytes(data)
         loaded = torch.load(path)
         np.testing.assert_array_equal(loaded['array'], obj['array'])
-        assert loaded['scalar'] == obj['scalar'] and loaded['scalar'].dtype == np.float32, name
-        assert loaded['count'] == 7 and loaded['count'].dtype == np.int64, name
+        assert loaded['scalar'] == obj['scalar'], name
+        assert loaded['scalar'].dtype == np.float32, name
+        assert loaded['count'] == 7, name
+        assert loaded['count'].dtype == np.int64, name
 
 
 def test_allow_list_is_idempotent_and_narrow():

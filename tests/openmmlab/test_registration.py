@@ -76,8 +76,9 @@ def test_every_name_is_found_from_every_registry(mmdet_first):
         for registry, names in OURS.items():
             for name in names:
                 found = state[f'{module}.{registry}:{name}']
-                assert found is not None and found.startswith('inline_dense.') and found.endswith(f'.{name}'), \
-                    (module, registry, name, found)
+                assert found is not None, (module, registry, name, found)
+                assert found.startswith('inline_dense.'), (module, registry, name, found)
+                assert found.endswith(f'.{name}'), (module, registry, name, found)
     assert state['CheckpointLoader:inline://'] is not None
     assert any(g.startswith('mmengine.') for g in state['safe_globals']), state['safe_globals']
 
@@ -108,5 +109,6 @@ def test_a_name_someone_else_registered_is_not_overwritten():
     ''')
     done = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert 'refused:' in done.stdout and 'InLineSwin is already registered' in done.stdout, done.stdout
+    assert 'refused:' in done.stdout, done.stdout
+    assert 'InLineSwin is already registered' in done.stdout, done.stdout
     assert 'kept: __main__' in done.stdout, done.stdout

@@ -242,7 +242,8 @@ def test_kill_during_checkpoint_write_leaves_a_good_latest_checkpoint(reference,
     assert latest.endswith('iter_4.pth')
     assert is_complete_checkpoint(latest)
     partial = [n for n in os.listdir(tmp_path) if 'iter_8' in n]
-    assert partial and not any(is_complete_checkpoint(osp.join(tmp_path, n)) for n in partial), partial
+    assert partial, partial
+    assert not any(is_complete_checkpoint(osp.join(tmp_path, n)) for n in partial), partial
     assert not osp.exists(osp.join(tmp_path, 'iter_8.pth'))  # only the temporary file is partial
     train(tmp_path, '--resume')
     weights, metrics = final(tmp_path)

@@ -24,7 +24,8 @@ def _feats() -> torch.Tensor:
 
 def _one_line(err: pytest.ExceptionInfo) -> str:
     text = str(err.value)
-    assert '\n' not in text and type(err.value).__name__ == 'OpInputError', text
+    assert '\n' not in text, text
+    assert type(err.value).__name__ == 'OpInputError', text
     return text
 
 

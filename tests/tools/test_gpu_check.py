@@ -28,7 +28,8 @@ def test_dry_run_end_to_end(tmp_path):
     payload = json.loads((out / JSON_NAME).read_text())
     failed = {s: [r for r in e['rows'] if not r.get('ok')] or e.get('error')
               for s, e in payload['steps'].items() if e['status'] != 'ok'}
-    assert code == 0 and not failed, failed
+    assert code == 0, failed
+    assert not failed, failed
     assert list(payload['steps']) == list(STEPS)
 
     ops = rows(payload, 'ops')

@@ -40,6 +40,7 @@ def test_the_metafile_lists_every_config_once():
     listed = [m['Config'] for m in models]
     assert listed == [str(p.relative_to(ROOT)) for p in tool.leaf_configs()]
     for m in models:
-        assert (ROOT / m['Config']).is_file() and m['Metadata']['Recipe'], m['Name']
+        assert (ROOT / m['Config']).is_file(), m['Name']
+        assert m['Metadata']['Recipe'], m['Name']
         if m['In Collection'] == 'InLine':
             assert m['Metadata']['Pretrained'].startswith('inline://inline_'), m['Name']

@@ -37,8 +37,11 @@ def entry(tmp_path, *args, **env) -> subprocess.CompletedProcess:
 def one_line_error(proc: subprocess.CompletedProcess, *needed: str) -> None:
     """Exit 1, no traceback, '[setup] ERROR: ...' then '[setup]   -> <what to do>' holding ``needed``."""
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr
-    assert len(lines) == 2 and lines[0].startswith('[setup] ERROR: ') and lines[1].startswith('[setup]   -> '), lines
+    assert proc.returncode == 1, proc.stderr
+    assert 'Traceback' not in proc.stderr, proc.stderr
+    assert len(lines) == 2, lines
+    assert lines[0].startswith('[setup] ERROR: '), lines
+    assert lines[1].startswith('[setup]   -> '), lines
     for text in needed:
         assert text in proc.stderr, (text, proc.stderr)
 
