@@ -34,11 +34,12 @@ FULL_PYTHONS = ((3, 11), (3, 12))
 
 def check_python(version) -> None:
     if tuple(version) not in FULL_PYTHONS:
-        names = ' or '.join('%d.%d' % v for v in FULL_PYTHONS)
+        names = ' or '.join(f'{major}.{minor}' for major, minor in FULL_PYTHONS)
+        newest = '{}.{}'.format(*FULL_PYTHONS[-1])
         raise SetupError(f"MMCV=full does not build on Python {version[0]}.{version[1]}: mmcv 2.1.0's setup.py "
                          "reads its version through exec() and locals(), which Python 3.13 changed (PEP 667)",
                          f'use MMCV=lite (no compiler; the stand-in serves the ops the configs use), or Python '
-                         f'{names}: MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
+                         f'{names}: MMCV=full PYTHON=python{newest} bash tools/setup_env.sh')
 
 
 def compiled_ops_target(settings: Settings, torch_cuda: str | None, cuda_available: bool) -> str:

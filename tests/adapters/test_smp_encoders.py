@@ -7,9 +7,6 @@ import sys
 import pytest
 import torch
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
-
 smp = pytest.importorskip('segmentation_models_pytorch')
 from reference_models import authors_checkpoint  # noqa: E402
 

@@ -2,13 +2,10 @@
 with pretrained weights after the pretrained file is gone: every tensor comes from the saved file."""
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
 import torch

@@ -4,12 +4,9 @@ a batch of fewer than 2, an unknown decoder or variant, a missing annotation, pi
 size, fewer than 2 training images."""
 import os
 import re
-import sys
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
 import cv2

@@ -1,12 +1,9 @@
 """The toy end-to-end run outside OpenMMLab (smp UPerNet + InLine-Swin on toy ADE20K) learns."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
 from inline_dense.smp_toy import lr_at, train_toy

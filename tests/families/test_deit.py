@@ -56,8 +56,8 @@ def test_every_block_cls_token_and_the_logits_match_the_fixture(impl):
             block_err = errors(maps, case['stages'])
             cls_err = errors([p[:, 0] for p in prefixes], case['cls'])
             logit_err = errors([classifier(case['input'])], [case['logits']])
-            print(impl, 'blocks', ['%.1e/%.1e' % e for e in block_err], 'cls', ['%.1e/%.1e' % e for e in cls_err],
-                  'logits', '%.1e/%.1e' % logit_err[0])
+            print(impl, 'blocks', [f'{a:.1e}/{b:.1e}' for a, b in block_err],
+                  'cls', [f'{a:.1e}/{b:.1e}' for a, b in cls_err], 'logits', '{:.1e}/{:.1e}'.format(*logit_err[0]))
             assert max(e for e, _ in block_err + cls_err + logit_err) < TOL
 
 
@@ -99,7 +99,7 @@ def test_each_preset_matches_the_authors_model_at_other_sizes(preset, tmp_path):
             maps, cls, logits = theirs(x)
             got, prefixes = ours.forward_with_prefix(x)
             found = errors(got + [q[:, 0] for q in prefixes] + [classifier(x)], maps + cls + [logits])
-        print(preset, shape, ['%.1e/%.1e' % e for e in found])
+        print(preset, shape, [f'{a:.1e}/{b:.1e}' for a, b in found])
         worst += [e for e, _ in found]
     assert max(worst) < TOL
 

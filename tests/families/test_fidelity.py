@@ -25,7 +25,7 @@ def max_errors(model, ref):
 def test_authors_checkpoint_reproduces_every_stage(variant):
     model, ref = build_reference_backbone(variant, authors_checkpoint(variant))
     errors = max_errors(model, ref)
-    print(variant, ['%.2e' % e for e in errors])
+    print(variant, [f'{e:.2e}' for e in errors])
     assert max(errors) < TOL, errors
 
 

@@ -30,7 +30,7 @@ def test_the_pythons_come_from_requires_python(setup_env):
         assert spec.contains(f'{name}.0')
         setup_env.check_python(tuple(map(int, name.split('.'))))
     for version in ((3, 9), (3, 10), (3, 14)):
-        assert not spec.contains('%d.%d.0' % version)
+        assert not spec.contains(f'{version[0]}.{version[1]}.0')
         with pytest.raises(setup_env.SetupError, match=rf'Python {version[0]}\.{version[1]} is not supported') as err:
             setup_env.check_python(version)
         assert '3.11, 3.12, 3.13' in str(err.value)
@@ -97,7 +97,7 @@ def test_the_shell_entry_plans_for_inline_dense_venv_with_python(tmp_path):
     out = dict(line.split(': ', 1) for line in proc.stdout.splitlines())
     assert out['environment'] == str(venv)
     assert out['environment-now'] == 'made by uv'
-    assert out['python'] == '%d.%d.%d' % sys.version_info[:3]
+    assert out['python'] == '.'.join(map(str, sys.version_info[:3]))
     assert not venv.exists()
 
 
