@@ -22,7 +22,7 @@ instead (see ``InLineAttention.forward_folded``).
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Union
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ from ..runtime import inline_impl
 
 aten = torch.ops.aten
 ATTENTION_WORDS = ('Attention', 'MSA')  # class names that count as "attention" in the breakdown
-Inputs = Union[torch.Tensor, Sequence[Any]]
+Inputs = torch.Tensor | Sequence[Any]
 
 
 def _reduction_flops(self_shape: Sequence[int], *args: Any, out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ARG001

@@ -3,7 +3,7 @@ weights, checkpoint key patterns, head facts, outputs; :mod:`inline_dense.regist
 ``<name>/model.py`` (the backbone class), ``<name>/convert.py`` (the authors' checkpoint layout ->
 ours) and its own softmax attention. Importing this package imports no torch."""
 import importlib
-from typing import TYPE_CHECKING, Type
+from typing import TYPE_CHECKING
 
 from .spec import FamilySpec
 

@@ -13,7 +13,7 @@ import contextlib
 import sys
 from collections.abc import Callable
 from functools import cache
-from typing import ContextManager, TextIO
+from typing import TextIO
 
 import torch
 
@@ -100,7 +100,7 @@ def check_dtype(dtype: torch.dtype, device: str | torch.device) -> str | None:
     return None
 
 
-def autocast(device: str | torch.device, dtype: torch.dtype | None) -> ContextManager[object]:
+def autocast(device: str | torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[object]:
     """``torch.autocast`` for ``dtype`` on ``device``, or a no-op context for None / float32."""
     if dtype is None or dtype == torch.float32:
         return contextlib.nullcontext()
