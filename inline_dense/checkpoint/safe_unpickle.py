@@ -73,7 +73,7 @@ def _lookup_loaded(module: str, name: str) -> Any:
 class RestrictedUnpickler(pickle._Unpickler):
     """See the module docstring. ``placeholders`` collects the names turned into data."""
 
-    allowed: dict[str, Any] = {}
+    allowed: ClassVar[dict[str, Any]] = {}
     placeholders: set[str]
     # set by pickle's pure-Python unpickler at run time; declared for the type checker (typeshed omits them)
     stack: list[Any]

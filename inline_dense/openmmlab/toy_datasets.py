@@ -6,6 +6,7 @@ to register them; a registry whose package is not installed is skipped.
 """
 import os
 from collections.abc import Callable
+from typing import ClassVar
 
 from mmengine.dist import barrier, is_distributed
 
@@ -68,7 +69,7 @@ if CocoDataset is not None:
         """mmdet's CocoDataset on the toy COCO folder (default ``data/toy_coco``), generated on
         first use with ``make_toy_coco(data_root, **toy_data)``."""
 
-        METAINFO = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
+        METAINFO: ClassVar[dict] = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
         make_toy = staticmethod(make_toy_coco)
         default_root = DEFAULT_COCO_ROOT
 
@@ -79,6 +80,6 @@ if ADE20KDataset is not None:
         """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder (default
         ``data/toy_ade``), generated on first use with ``make_toy_ade(data_root, **toy_data)``."""
 
-        METAINFO = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
+        METAINFO: ClassVar[dict] = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
         make_toy = staticmethod(make_toy_ade)
         default_root = DEFAULT_ADE_ROOT

@@ -1,5 +1,6 @@
 """Shapes, linear cost, gradients, freezing, checkpointing and registration of the backbones."""
 import math
+from typing import ClassVar
 
 import pytest
 import torch
@@ -205,7 +206,7 @@ def test_with_cp_gives_same_outputs_and_gradients(kind, tiny_backbone):
     (dict(kernel='softplus'), ["unknown kernel 'softplus'", 'identity']),
 ])
 def test_bad_settings_raise_clear_errors(kwargs, words):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError) as info:  # noqa: PT011 (each of several words checked below)
         InLineSwin(**kwargs)
     for word in words:
         assert word in str(info.value)
@@ -234,7 +235,7 @@ def test_registered_in_mmdet_and_mmseg():
 class OneStage(InLineBackboneBase):
     """The least a family writes: a preset, its settings resolved, its stem and stages handed to the base."""
 
-    arch_zoo = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
+    arch_zoo: ClassVar[dict] = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
 
     def __init__(self, strides=(4,), frozen_stages=-1, num_stages=1):
         settings = resolve_settings('OneStage', self.arch_zoo, 'one', {}, in_channels=3, kernel='identity',

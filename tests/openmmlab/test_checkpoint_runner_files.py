@@ -7,6 +7,7 @@ import pickle
 import pickletools
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ class TinyModel(BaseModel):
 
 
 class TinyDataset(torch.utils.data.Dataset):
-    metainfo = dict(classes=('a', 'b'), palette=[(1, 2, 3), (4, 5, 6)])
+    metainfo: ClassVar[dict] = dict(classes=('a', 'b'), palette=[(1, 2, 3), (4, 5, 6)])
 
     def __init__(self):
         gen = torch.Generator().manual_seed(0)

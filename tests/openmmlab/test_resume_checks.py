@@ -67,7 +67,7 @@ def test_changed_optimizer_and_schedule_are_refused(run_copy, load_tool):
 
 
 def test_changed_batch_and_length_are_warned_and_recorded_as_run(run_copy, load_tool):
-    with pytest.warns(UserWarning) as record:
+    with pytest.warns(UserWarning, match='settings changed') as record:
         train(load_tool, run_copy, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
               'train_dataloader.batch_size=1')
     message = next(str(w.message) for w in record if 'settings changed' in str(w.message))
@@ -158,7 +158,7 @@ def test_a_truncated_newest_checkpoint_falls_back_and_is_checked_too(run_copy, l
     data = (run_copy / 'iter_2.pth').read_bytes()
     (run_copy / 'iter_4.pth').write_bytes(data[:len(data) // 3])
     (run_copy / 'last_checkpoint').write_text(str(run_copy / 'iter_4.pth'))
-    with pytest.warns(UserWarning, match=r'iter_4.pth, which is missing or truncated; resuming from .*iter_2.pth'):
-        with pytest.raises(ResumeError, match=r'--resume .*iter_2.pth: these settings differ .* '
-                                              r'optim_wrapper.optimizer.lr: 0.001 -> 0.002'):
-            train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.002')
+    with (pytest.warns(UserWarning, match=r'iter_4.pth, which is missing or truncated; resuming from .*iter_2.pth'),
+          pytest.raises(ResumeError, match=r'--resume .*iter_2.pth: these settings differ .* '
+                                           r'optim_wrapper.optimizer.lr: 0.001 -> 0.002')):
+        train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.002')
