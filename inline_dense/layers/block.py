@@ -107,7 +107,9 @@ class TransformerBlock(nn.Module):
     def forward(self, x: torch.Tensor, hw_shape: HW,
                 valid_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (B, H*W, C) tokens of an ``hw_shape`` grid; returns the same shape."""
-        if not torch.jit.is_scripting():  # TorchScript cannot checkpoint: a scripted block recomputes nothing
+        # TorchScript cannot checkpoint: a scripted block recomputes nothing. is_scripting() stands alone in its if
+        # (SIM102): TorchScript skips the block only then
+        if not torch.jit.is_scripting():  # noqa: SIM102
             if self.with_cp and x.requires_grad:
                 return checkpoint(self._forward, x, hw_shape, valid_mask, use_reentrant=False)
         return self._forward(x, hw_shape, valid_mask)

@@ -237,7 +237,7 @@ class InLineAttention(nn.Module):
             bq, _, bv = self.qkv.bias.split(c)
         # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A
         xl: torch.Tensor | None = None
-        if not torch.jit.is_scripting():
+        if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if not traced() and bf16_autocast(x):
                 xl = x.to(torch.bfloat16)
         v = F.linear(x if xl is None else xl, wv, bv)
@@ -322,7 +322,7 @@ class InLineAttention(nn.Module):
             return self.context_route_gram(xf, keep, count, mean_x)
         if self.impl == 'folded_keys':
             return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
-        if not torch.jit.is_scripting():
+        if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if torch.compiler.is_compiling():
                 return self.context_by_cond(xf, vf, keep, count, mean_x, mean_v)
         if self.use_gram(xf.shape[1]):
