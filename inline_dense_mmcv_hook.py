@@ -25,7 +25,7 @@ class SameModuleLoader(importlib.abc.Loader):
     """Answers ``mmcv._ext`` with the module object ``inline_dense.ops.ext`` itself (one identity:
     ``mmcv._ext is inline_dense.ops.ext``), so the ops' call counts and settings are shared."""
 
-    def create_module(self, spec):
+    def create_module(self, spec):  # noqa: ARG002
         return importlib.import_module(STAND_IN)
 
     def exec_module(self, module):
@@ -35,7 +35,7 @@ class SameModuleLoader(importlib.abc.Loader):
 class MmcvExtFinder(importlib.abc.MetaPathFinder):
     """Finds ``mmcv._ext`` as inline_dense's stand-in; no other name."""
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ARG002
         if fullname != TARGET or os.environ.get('INLINE_DENSE_MMCV_EXT', '1') == '0':
             return None
         package = importlib.util.find_spec('inline_dense')

@@ -17,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, Tuple
 
 FORBIDDEN = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'timm')
 TOL = 1e-5
@@ -53,7 +52,7 @@ def max_error(torch, model, ref: dict) -> float:
     return worst
 
 
-def serve(directory: str) -> Tuple[http.server.ThreadingHTTPServer, str]:
+def serve(directory: str) -> tuple[http.server.ThreadingHTTPServer, str]:
     handler = functools.partial(QuietHandler, directory=directory)
     server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -99,7 +98,7 @@ def check_fixtures(torch, fixtures: str) -> None:
             family = spec.weights[0].name  # its smallest published variant: inline:// serves the fixture
             # the published name points at the local server: inline:// goes through download and cache
             sources.PUBLISHED[family] = sources.PUBLISHED[family]._replace(url=f'{base}/{variant}_authors_layout.pth')
-            errors: Dict[str, float] = {}
+            errors: dict[str, float] = {}
             for how, source in (('path', path), ('url', f'{base}/{variant}_authors_layout.pth'),
                                 ('inline', f'inline://{family}')):
                 model = build_reference(ref)

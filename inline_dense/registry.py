@@ -7,7 +7,7 @@ names, every ecosystem adapter, the benchmark zoo, the config bases and the cont
 from it. ``docs/adding_a_family.md`` walks through adding one.
 """
 import re
-from typing import Dict, Iterable, Iterator, Optional, Tuple
+from collections.abc import Iterable, Iterator
 
 from .families.cswin import spec as cswin
 from .families.deit import spec as deit
@@ -18,7 +18,7 @@ from .families.swin import spec as swin
 # One line per family. The order is the variant table's (its first variant, InLine-Swin-T, is the
 # example the messages name) and the checkpoint detection's; no checkpoint matches two families' key
 # patterns (tests/families).
-FAMILIES: Dict[str, FamilySpec] = {module.SPEC.name: module.SPEC for module in (
+FAMILIES: dict[str, FamilySpec] = {module.SPEC.name: module.SPEC for module in (
     swin,
     pvt,
     cswin,
@@ -36,19 +36,19 @@ def family(name: str) -> FamilySpec:
     return FAMILIES[name]
 
 
-def family_of_class(class_name: str) -> Optional[FamilySpec]:
+def family_of_class(class_name: str) -> FamilySpec | None:
     """``'InLinePVT'`` -> the PVT spec; None for another class."""
     return next((spec for spec in FAMILIES.values() if spec.class_name == class_name), None)
 
 
-def all_weights() -> Iterator[Tuple[FamilySpec, Weights]]:
+def all_weights() -> Iterator[tuple[FamilySpec, Weights]]:
     """Every published checkpoint with its family, in the variant table's order."""
     for spec in FAMILIES.values():
         for weights in spec.weights:
             yield spec, weights
 
 
-def detect_family(keys: Iterable[str]) -> Optional[str]:
+def detect_family(keys: Iterable[str]) -> str | None:
     """The family whose ``key_patterns`` match one of ``keys`` (authors' layout or ours), in
     :data:`FAMILIES` order; None when none does."""
     keys = list(keys)

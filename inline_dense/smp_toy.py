@@ -7,9 +7,9 @@ normalised with ImageNet's mean / std; training flips them horizontally at rando
 import math
 import os.path as osp
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from glob import glob
-from typing import Callable, Dict, List, Optional, Tuple
 
 import cv2
 import numpy as np
@@ -39,12 +39,12 @@ class ToyRun:
     ``epochs``: the epochs that took a step (the last may be partial), one mean loss each in ``losses``."""
     miou: float
     chance_miou: float
-    class_iou: Dict[str, float]
+    class_iou: dict[str, float]
     epochs: int
     steps: int
     train_seconds: float
     total_seconds: float
-    losses: List[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
 
 
 class ToyRunError(ValueError):
@@ -61,7 +61,7 @@ def _read(path: str, flags: int, what: str) -> np.ndarray:
     return array
 
 
-def load_split(root: str, split: str) -> Tuple[torch.Tensor, torch.Tensor]:
+def load_split(root: str, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Toy ADE ``split`` ('training' / 'validation') -> images (N, 3, H, W) float32 normalised,
     labels (N, H, W) int64 in 0..K-1 with ``IGNORE`` for ADE's 0. Raises :class:`ToyRunError` for a
     missing or unreadable annotation and for pictures of another size than the split's first."""
@@ -104,7 +104,7 @@ def build_model(decoder: str = 'UPerNet', variant: str = variants.EXAMPLE, num_c
 
 @torch.no_grad()
 def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, num_classes: int,
-             batch_size: int = 16) -> Tuple[float, List[float]]:
+             batch_size: int = 16) -> tuple[float, list[float]]:
     """mIoU (smp.metrics, per class over the whole split, then averaged) and the per-class IoUs."""
     model.eval()
     stats = [smp.metrics.get_stats(model(images[i:i + batch_size]).argmax(1), labels[i:i + batch_size],
@@ -113,7 +113,7 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, num_c
     return scores(stats)
 
 
-def scores(stats: List[Tuple[torch.Tensor, ...]]) -> Tuple[float, List[float]]:
+def scores(stats: list[tuple[torch.Tensor, ...]]) -> tuple[float, list[float]]:
     tp, fp, fn, tn = (torch.cat([s[k] for s in stats]) for k in range(4))
     per_class = smp.metrics.iou_score(tp.sum(0), fp.sum(0), fn.sum(0), tn.sum(0), reduction='none')
     miou = smp.metrics.iou_score(tp, fp, fn, tn, reduction='macro')
@@ -156,8 +156,8 @@ def lr_at(progress: float, peak: float, warmup: float = 0.05) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
 
 
-def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str = variants.EXAMPLE,
-              encoder_kwargs: Optional[dict] = None, decoder_kwargs: Optional[dict] = None,
+def train_toy(root: str | None = None, decoder: str = 'UPerNet', variant: str = variants.EXAMPLE,
+              encoder_kwargs: dict | None = None, decoder_kwargs: dict | None = None,
               train_seconds: float = 150.0, max_epochs: int = 100, batch_size: int = 8, lr: float = 2e-3,
               seed: int = 0, log: Callable[[str], None] = print) -> ToyRun:
     """Trains ``decoder`` + InLine ``variant`` from scratch on the toy ADE data at ``root`` (made
@@ -191,7 +191,7 @@ def train_toy(root: Optional[str] = None, decoder: str = 'UPerNet', variant: str
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss(ignore_index=IGNORE)
     generator = torch.Generator().manual_seed(seed)
-    losses: List[float] = []
+    losses: list[float] = []
     train_start, steps, epoch, done = time.perf_counter(), 0, 0, False
     while not done and epoch < max_epochs:
         epoch += 1

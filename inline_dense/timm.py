@@ -30,7 +30,8 @@ ImageNet-1K checkpoint.
   ``output_stride`` other than the backbone's own (32 for a pyramid, 16 for InLine-DeiT) raises
   ``ValueError`` (no dilated variant exists).
 """
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
@@ -55,7 +56,7 @@ SOURCE = 'https://github.com/LeapLabTHU/InLine'
 PAPER = 'https://arxiv.org/abs/2412.06590'
 
 
-def _outputs(variant: str, overrides: Optional[Mapping[str, Any]] = None) -> Tuple[Output, ...]:
+def _outputs(variant: str, overrides: Mapping[str, Any] | None = None) -> tuple[Output, ...]:
     """The outputs of the variant's preset (its family spec's ``outputs``), with the preset's keys that
     ``overrides`` (the model's arguments) set (a plain ViT gives one output per block: ``depth``)."""
     entry, spec = variants.variant(variant), variants.spec_of(variant)
@@ -64,7 +65,7 @@ def _outputs(variant: str, overrides: Optional[Mapping[str, Any]] = None) -> Tup
     return spec.preset_outputs(dict(preset, **given))
 
 
-def _cfg(variant: str) -> Dict[str, Any]:
+def _cfg(variant: str) -> dict[str, Any]:
     """The authors' evaluation, as the family spec's weights give it (the Swin codebase's
     ``TEST.CROP`` for all so far: resize to 256x256 (squash), centre crop 224, bicubic, ImageNet mean
     / std)."""
@@ -92,14 +93,14 @@ def timm_advice(variant: str) -> Advice:
                   'pretrained=False for random weights')
 
 
-def _given_cfg(pretrained_cfg: Any) -> Dict[str, Any]:
+def _given_cfg(pretrained_cfg: Any) -> dict[str, Any]:
     """A ``pretrained_cfg`` argument as a dict (a tag string or None: nothing of its own)."""
     if isinstance(pretrained_cfg, dict):
         return dict(pretrained_cfg)
     return pretrained_cfg.to_dict() if hasattr(pretrained_cfg, 'to_dict') else {}
 
 
-def _hf_hub_file(hf_hub_id: str, filename: Optional[str]) -> str:
+def _hf_hub_file(hf_hub_id: str, filename: str | None) -> str:
     """The local copy of the hub file, as timm picks it: ``hf_hub_filename``, else the safetensors
     file, else ``pytorch_model.bin``."""
     if filename:
@@ -110,7 +111,7 @@ def _hf_hub_file(hf_hub_id: str, filename: Optional[str]) -> str:
         return download_from_hf(hf_hub_id, HF_WEIGHTS_NAME)
 
 
-def pretrained_file(variant: str, cfg: Dict[str, Any], advice: Optional[Advice] = None) -> Union[str, dict]:
+def pretrained_file(variant: str, cfg: dict[str, Any], advice: Advice | None = None) -> str | dict:
     """The weights ``cfg`` (the registry's, ``pretrained_cfg`` and ``pretrained_cfg_overlay`` merged)
     names, in timm's order (``_resolve_pretrained_source``): ``state_dict``, ``file``, ``hf_hub_id``,
     ``url``; as a local file through inline_dense's resolution (the authors' URL: the ``inline://``
@@ -130,7 +131,7 @@ def pretrained_file(variant: str, cfg: Dict[str, Any], advice: Optional[Advice] 
                      f'or state_dict).')
 
 
-def _loading(weights: Union[str, Mapping[str, torch.Tensor]], advice: Advice) -> Callable[..., InLineClassifier]:
+def _loading(weights: str | Mapping[str, torch.Tensor], advice: Advice) -> Callable[..., InLineClassifier]:
     """The model class for timm's builder given the pretrained weights (a local file, or a
     ``pretrained_cfg['state_dict']``): it builds the model and loads them through the strict loader
     (first convolution adapted to ``in_chans``, a head of another class count dropped), its errors
@@ -173,12 +174,12 @@ class InLineFeatureGetter(FeatureGetterNet):
     """timm's feature getter whose ``forward`` is typed a list of maps: TorchScript (smp's scripted
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s union."""
 
-    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         # a submodule's method: typed Tensor | Module by nn.Module's __getattr__
         features = self.model.forward_intermediates(  # type: ignore[operator]
             x, indices=self.out_indices, norm=self.norm, output_fmt=self.output_fmt, intermediates_only=True)
         if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
-            if torch.jit.isinstance(features, List[torch.Tensor]):
+            if torch.jit.isinstance(features, list[torch.Tensor]):
                 return features
             raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
         return features  # eagerly and compiled: the list forward_intermediates gives
@@ -189,11 +190,11 @@ class InLineFeatureGetter(FeatureGetterNet):
         self.model.set_grad_checkpointing(enable)  # type: ignore[operator]
 
 
-def _feature_cfg(variant: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+def _feature_cfg(variant: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with
     ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
     'NCHW' or 'NHWC' maps)."""
-    cfg: Dict[str, Any] = dict(feature_cls=InLineFeatureGetter,
+    cfg: dict[str, Any] = dict(feature_cls=InLineFeatureGetter,
                                out_indices=tuple(range(len(_outputs(variant, kwargs)))))
     if kwargs.get('feature_cls') == 'getter':
         kwargs['feature_cls'] = InLineFeatureGetter

@@ -40,7 +40,8 @@ import math
 import os
 import warnings
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -79,8 +80,8 @@ class InLineFPNBackbone(nn.Module):
     """
 
     def __init__(self, body: InLineBackboneBase, out_channels: int = 256,
-                 extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
-                 norm_layer: Optional[Callable[..., nn.Module]] = None) -> None:
+                 extra_blocks: tv_fpn.ExtraFPNBlock | None = None,
+                 norm_layer: Callable[..., nn.Module] | None = None) -> None:
         super().__init__()
         self.body = body
         outputs = body.output_info()
@@ -90,7 +91,7 @@ class InLineFPNBackbone(nn.Module):
         extra = 1 if isinstance(extra_blocks, tv_fpn.LastLevelMaxPool) else \
             2 if isinstance(extra_blocks, tv_fpn.LastLevelP6P7) else 0
         self.level_strides = self.strides + [self.strides[-1] * 2 ** (k + 1) for k in range(extra)]
-        self.current_sizes: Optional[List[HW]] = None  # the real sizes of the last batch, for the heads
+        self.current_sizes: list[HW] | None = None  # the real sizes of the last batch, for the heads
         self.fpn = tv_fpn.FeaturePyramidNetwork([outputs[i]['num_chs'] for i in body.out_indices], out_channels,
                                          extra_blocks=extra_blocks, norm_layer=norm_layer)
         self.out_channels = out_channels
@@ -103,13 +104,13 @@ class InLineFPNBackbone(nn.Module):
         """Remembers the real image sizes of the padded ``batch`` for the next forward on it."""
         self._recorded.record(batch, sizes)
 
-    def _sizes_for(self, x: torch.Tensor) -> Optional[List[HW]]:
+    def _sizes_for(self, x: torch.Tensor) -> list[HW] | None:
         """The recorded sizes if ``x`` is the recorded batch; they serve one forward."""
         sizes = self._recorded.for_input(x)
         self._recorded.clear()
         return sizes
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor, valid_hw: Sequence[HW] | None = None) -> dict[str, torch.Tensor]:
         sizes = [(int(s[0]), int(s[1])) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
         self.current_sizes = sizes
         feats = list(self.body(x, sizes))
@@ -120,8 +121,8 @@ class InLineFPNBackbone(nn.Module):
         outs, names = self._pyramid(feats, masks, sizes)
         return OrderedDict(zip(names, outs))
 
-    def _pyramid(self, feats: List[torch.Tensor], masks: Optional[List[torch.Tensor]],
-                 sizes: Optional[List[HW]]) -> Tuple[List[torch.Tensor], List[str]]:
+    def _pyramid(self, feats: list[torch.Tensor], masks: list[torch.Tensor] | None,
+                 sizes: list[HW] | None) -> tuple[list[torch.Tensor], list[str]]:
         """torchvision's FPN top-down pass with the padded cells zeroed after every lateral sum, so
         that the 3x3 output convolutions see an image's border as an image alone shows it; the
         extra levels' padded cells are zeroed too."""
@@ -146,7 +147,7 @@ class InLineFPNBackbone(nn.Module):
             p6 = extra.p6(results[-1] if extra.use_P5 else feats[-1]) * p6_mask
             p7 = extra.p7(nn.functional.relu(p6))
             p7 = p7 * valid_area_mask(sizes, p7.shape[-2:], self.level_strides[-1], p7.device)
-            return results + [p6, p7], names + ['p6', 'p7']
+            return [*results, p6, p7], [*names, 'p6', 'p7']
         results, names = extra(results, feats, names)
         return results, names
 
@@ -170,8 +171,8 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
     """
 
     def __init__(self, body: InLineBackboneBase, out_channels: int = 256,
-                 extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
-                 norm_layer: Optional[Callable[..., nn.Module]] = None) -> None:
+                 extra_blocks: tv_fpn.ExtraFPNBlock | None = None,
+                 norm_layer: Callable[..., nn.Module] | None = None) -> None:
         nn.Module.__init__(self)
         if extra_blocks is not None and not isinstance(extra_blocks, tv_fpn.LastLevelMaxPool):
             raise ValueError(f'inline_fpn_backbone: the simple pyramid of a plain backbone adds its own stride-64 '
@@ -180,16 +181,16 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
         self.body = body
         outputs = body.output_info()
         last = outputs[body.out_indices[-1]]
-        norm: Optional[NormFactory] = norm_layer
+        norm: NormFactory | None = norm_layer
         self.pyramid = SimpleFeaturePyramid(last['num_chs'], out_channels, num_outs=5, norm_layer=norm)
         self.strides = [last['reduction'] // 4, last['reduction'] // 2, last['reduction'], last['reduction'] * 2]
-        self.level_strides = self.strides + [self.strides[-1] * 2]
+        self.level_strides = [*self.strides, self.strides[-1] * 2]
         self.extra_blocks = tv_fpn.LastLevelMaxPool()  # what pass_image_sizes reads: one 'pool' level
         self.current_sizes = None
         self.out_channels = out_channels
         self._recorded = PaddedBatchSizes()
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[Sequence[HW]] = None) -> Dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor, valid_hw: Sequence[HW] | None = None) -> dict[str, torch.Tensor]:
         sizes = [(int(s[0]), int(s[1])) for s in valid_hw] if valid_hw is not None else self._sizes_for(x)
         self.current_sizes = sizes
         feat = self.body(x, sizes)[-1]
@@ -208,7 +209,7 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
             level = keep(rescale(source), self.strides[i])
             outs.append(keep(output(keep(lateral(level), self.strides[i])), self.strides[i]))
         pool = nn.functional.max_pool2d(outs[-1], 1, stride=2)
-        return OrderedDict(zip(['0', '1', '2', '3', 'pool'], outs + [keep(pool, self.level_strides[-1])]))
+        return OrderedDict(zip(['0', '1', '2', '3', 'pool'], [*outs, keep(pool, self.level_strides[-1])]))
 
 
 SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not supported: the backbone keeps each '
@@ -217,7 +218,7 @@ SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not su
 WEIGHT_NAMES = ('imagenet', 'imagenet1k', 'imagenet1k_v1', 'default')  # all mean the authors' ImageNet-1K file
 
 
-def _checkpoint_of(variant: str, weights: Any) -> Optional[str]:
+def _checkpoint_of(variant: str, weights: Any) -> str | None:
     """What ``weights`` (torchvision's convention) names for ``variant``: None (from scratch), or
     the checkpoint to load (``inline://<variant>`` for the authors' ImageNet weights)."""
     if weights is None or weights is False:
@@ -262,7 +263,7 @@ def _trainable_to_frozen(trainable_layers: int, num_stages: int) -> int:
     return num_stages - trainable_layers
 
 
-def _returned_to_out_indices(returned_layers: Sequence[int], strides: Sequence[int]) -> Tuple[int, ...]:
+def _returned_to_out_indices(returned_layers: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
     """torchvision's ``returned_layers`` (1-based, ``layer1`` ..) as our ``out_indices`` (0-based)
     over the backbone's outputs at ``strides``."""
     n, layers = len(strides), list(returned_layers)
@@ -282,9 +283,9 @@ def torchvision_advice(variant: str) -> Advice:
 
 
 def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, out_channels: int = 256,
-                        trainable_layers: Optional[int] = None, returned_layers: Optional[Sequence[int]] = None,
-                        extra_blocks: Optional[tv_fpn.ExtraFPNBlock] = None,
-                        norm_layer: Optional[Callable[..., nn.Module]] = None,
+                        trainable_layers: int | None = None, returned_layers: Sequence[int] | None = None,
+                        extra_blocks: tv_fpn.ExtraFPNBlock | None = None,
+                        norm_layer: Callable[..., nn.Module] | None = None,
                         **backbone_kwargs) -> InLineFPNBackbone:
     """An InLine backbone + FPN for torchvision's detectors, with the options of torchvision's
     ``resnet_fpn_backbone``. A plain backbone (InLine-DeiT, every output at stride 16) gets ViTDet's
@@ -388,7 +389,7 @@ def pass_image_sizes(model: nn.Module) -> nn.Module:
 
 def _rpn_hook(backbone: InLineFPNBackbone) -> Callable:
     """The RPN head's hook: objectness logits (one (B, A, h, w) map per level) of padded cells -> 0."""
-    def ignore_padded_anchors(module: nn.Module, _inputs: tuple, output: tuple) -> Optional[tuple]:
+    def ignore_padded_anchors(module: nn.Module, _inputs: tuple, output: tuple) -> tuple | None:
         sizes = backbone.current_sizes
         logits, deltas = output
         if module.training or sizes is None or len(logits) != len(backbone.level_strides):
@@ -399,10 +400,10 @@ def _rpn_hook(backbone: InLineFPNBackbone) -> Callable:
     return ignore_padded_anchors
 
 
-def _dense_head_hook(backbone: InLineFPNBackbone, anchors: List[int]) -> Callable:
+def _dense_head_hook(backbone: InLineFPNBackbone, anchors: list[int]) -> Callable:
     """RetinaNet's / FCOS's head hook: ``cls_logits`` (B, sum of h * w * A over the levels, K) of
     anchors on padded cells -> ``PADDED_SCORE`` (the head orders them level, row, column, anchor)."""
-    def ignore_padded_anchors(module: nn.Module, inputs: tuple, output: Dict[str, torch.Tensor]) -> Optional[dict]:
+    def ignore_padded_anchors(module: nn.Module, inputs: tuple, output: dict[str, torch.Tensor]) -> dict | None:
         sizes, feats = backbone.current_sizes, inputs[0]
         if module.training or sizes is None or len(feats) != len(backbone.level_strides):
             return None

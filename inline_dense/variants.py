@@ -12,12 +12,13 @@ table:
 
 Plain data, no torch: every layer of the package can import it.
 """
-from typing import Dict, Iterable, NamedTuple, Optional
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from . import registry
 from .families.spec import FamilySpec, Weights
 
-FAMILIES: Dict[str, FamilySpec] = registry.FAMILIES
+FAMILIES: dict[str, FamilySpec] = registry.FAMILIES
 """The families by name (:data:`inline_dense.registry.FAMILIES`)."""
 
 
@@ -25,12 +26,12 @@ class Variant(NamedTuple):
     """A published variant: ``arch`` is a preset of its family's ``presets`` (the model's ``arch_zoo``)."""
     family: str
     arch: str
-    url: Optional[str]  # the authors' file (LeapLabTHU/InLine README); None: local files / the cache only
+    url: str | None  # the authors' file (LeapLabTHU/InLine README); None: local files / the cache only
     top1: float         # the authors' ImageNet-1K top-1, percent
     weights: Weights    # the spec's entry: evaluation size, mean / std, ...
 
 
-VARIANTS: Dict[str, Variant] = {w.name: Variant(spec.name, w.preset, w.url, w.top1, w)
+VARIANTS: dict[str, Variant] = {w.name: Variant(spec.name, w.preset, w.url, w.top1, w)
                                 for spec, w in registry.all_weights()}
 
 EXAMPLE = next(iter(VARIANTS))
@@ -59,7 +60,7 @@ def file_name(name: str) -> str:
     return f'{name}.pth'
 
 
-def zoo_name(name: str, baseline: bool = False) -> Optional[str]:
+def zoo_name(name: str, baseline: bool = False) -> str | None:
     """The benchmark's name: ``'inline-swin-t'``, or with ``baseline`` the mmdet softmax model of the
     same preset (``'swin-t'``; None for a family without one)."""
     entry = VARIANTS[name]
@@ -70,13 +71,13 @@ def zoo_name(name: str, baseline: bool = False) -> Optional[str]:
     return f'inline-{entry.family}-{size}'
 
 
-def family_of_class(class_name: str) -> Optional[str]:
+def family_of_class(class_name: str) -> str | None:
     """``'InLinePVT'`` -> ``'pvt'``; None for another class."""
     spec = registry.family_of_class(class_name)
     return spec.name if spec else None
 
 
-def example_of(family: Optional[str]) -> str:
+def example_of(family: str | None) -> str:
     """The first published variant of ``family`` (for messages), else :data:`EXAMPLE`."""
     return next((n for n, v in VARIANTS.items() if v.family == family), EXAMPLE)
 
@@ -86,6 +87,6 @@ def example_of_class(class_name: str) -> str:
     return example_of(family_of_class(class_name))
 
 
-def detect_family(keys: Iterable[str]) -> Optional[str]:
+def detect_family(keys: Iterable[str]) -> str | None:
     """The family whose key patterns match one of ``keys`` (:func:`inline_dense.registry.detect_family`)."""
     return registry.detect_family(keys)

@@ -9,7 +9,6 @@ import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 LOCK = Path(__file__).resolve().parents[1] / 'uv.lock'
 
@@ -21,33 +20,33 @@ class LockError(RuntimeError):
 @dataclass(frozen=True)
 class Dependency:
     name: str
-    version: Optional[str]      # set when the lock holds several versions of ``name``
+    version: str | None      # set when the lock holds several versions of ``name``
     marker: str                 # '' when unconditional; uv's markers, its conflict extras included
-    extras: Tuple[str, ...]
+    extras: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Package:
     name: str
     version: str
-    dependencies: Tuple[Dependency, ...]
-    optional: Dict[str, Tuple[Dependency, ...]]   # the package's own extras
-    wheels: Tuple[Dict[str, object], ...]         # url, hash ('sha256:...'), size
-    sdist: Optional[Dict[str, object]]
+    dependencies: tuple[Dependency, ...]
+    optional: dict[str, tuple[Dependency, ...]]   # the package's own extras
+    wheels: tuple[dict[str, object], ...]         # url, hash ('sha256:...'), size
+    sdist: dict[str, object] | None
 
 
-def _deps(entries: list) -> Tuple[Dependency, ...]:
+def _deps(entries: list) -> tuple[Dependency, ...]:
     return tuple(Dependency(d['name'], d.get('version'), d.get('marker', ''), tuple(d.get('extra', ())))
                  for d in entries)
 
 
-def read(path: Path = LOCK) -> Dict[str, List[Package]]:
+def read(path: Path = LOCK) -> dict[str, list[Package]]:
     """Every locked package by (normalised) name; most names hold one version, a few one per Python."""
     try:
         data = tomllib.loads(Path(path).read_text(encoding='utf-8'))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise LockError(f'cannot read {path} ({exc}): restore it from git, or regenerate it with `uv lock`') from exc
-    packages: Dict[str, List[Package]] = {}
+    packages: dict[str, list[Package]] = {}
     for entry in data.get('package', []):
         optional = {extra: _deps(deps) for extra, deps in entry.get('optional-dependencies', {}).items()}
         packages.setdefault(entry['name'], []).append(Package(
@@ -56,7 +55,7 @@ def read(path: Path = LOCK) -> Dict[str, List[Package]]:
     return packages
 
 
-def package(name: str, packages: Optional[Dict[str, List[Package]]] = None, version: Optional[str] = None) -> Package:
+def package(name: str, packages: dict[str, list[Package]] | None = None, version: str | None = None) -> Package:
     """The locked ``name`` (at ``version`` when the lock holds several)."""
     found = [p for p in (read() if packages is None else packages).get(name, []) if version in (None, p.version)]
     if len(found) != 1:

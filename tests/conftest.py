@@ -11,9 +11,9 @@ Markers live in pytest.ini. Fixtures here:
 """
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 import pytest
 import torch

@@ -5,9 +5,10 @@ from ``conftest``.)"""
 import copy
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Set, Tuple
+from typing import Any
 
 import torch
 
@@ -17,24 +18,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Per family of the registry: class name, and its spec's tiny settings, with every kind of block
 # (InLine, softmax, a mixed stage).
-TINY: Dict[str, Tuple[str, Dict[str, Any]]] = {name: (spec.class_name, dict(spec.tiny))
+TINY: dict[str, tuple[str, dict[str, Any]]] = {name: (spec.class_name, dict(spec.tiny))
                                                for name, spec in registry.FAMILIES.items()}
 TINY_KINDS = tuple(TINY)
 # Each family's smallest published variant (its inline:// and timm name), and that variant narrowed to
 # the family's tiny widths (its attention layout kept): the adapters' tests build these.
-SMALLEST: Dict[str, str] = {name: spec.weights[0].name for name, spec in registry.FAMILIES.items()}
-NARROW: Dict[str, Dict[str, Any]] = {spec.weights[0].name: {k: spec.tiny[k] for k in ('embed_dims', 'num_heads')}
+SMALLEST: dict[str, str] = {name: spec.weights[0].name for name, spec in registry.FAMILIES.items()}
+NARROW: dict[str, dict[str, Any]] = {spec.weights[0].name: {k: spec.tiny[k] for k in ('embed_dims', 'num_heads')}
                                      for spec in registry.FAMILIES.values()}
 # ... with one block per stage (``depths``; a plain ViT's stages are its blocks: four, ``depth``): the adapters'
 # contract, quickly.
-SHALLOW: Dict[str, Dict[str, Any]] = {
+SHALLOW: dict[str, dict[str, Any]] = {
     spec.weights[0].name: dict(NARROW[spec.weights[0].name], **(
         {'depth': 4} if 'depth' in spec.presets[spec.weights[0].preset]
         else {'depths': (1,) * len(spec.presets[spec.weights[0].preset]['depths'])}))
     for spec in registry.FAMILIES.values()}
 # Their output strides, and those whose outputs span several strides (a pyramid, what smp's decoders and
 # torchvision's FPN take; a plain ViT gives stride 16 alone)
-STRIDES: Dict[str, List[int]] = {
+STRIDES: dict[str, list[int]] = {
     v: [o.stride for o in registry.FAMILIES[k].preset_outputs(dict(registry.FAMILIES[k].presets[
         registry.FAMILIES[k].weights[0].preset], **SHALLOW[v]))] for k, v in SMALLEST.items()}
 PYRAMIDS = tuple(v for v in SMALLEST.values() if len(set(STRIDES[v])) > 1)
@@ -42,7 +43,7 @@ PYRAMIDS = tuple(v for v in SMALLEST.values() if len(set(STRIDES[v])) > 1)
 TOKEN_HEADS = tuple(v for k, v in SMALLEST.items() if registry.FAMILIES[k].head.pool == 'token')
 # The fewest blocks that still hold every kind of block of a family (its spec's overrides of
 # ``tiny``), for the tests whose cost grows with the block count (graph capture).
-EVERY_KIND_ONCE: Dict[str, Dict[str, Any]] = {name: dict(spec.every_kind_once)
+EVERY_KIND_ONCE: dict[str, dict[str, Any]] = {name: dict(spec.every_kind_once)
                                               for name, spec in registry.FAMILIES.items()}
 
 
@@ -57,7 +58,7 @@ def build_tiny(kind: str, init: bool = True, **overrides: Any) -> torch.nn.Modul
     return model
 
 
-_TOOLS: Dict[str, ModuleType] = {}
+_TOOLS: dict[str, ModuleType] = {}
 
 
 def import_tool(name: str) -> ModuleType:
@@ -70,7 +71,7 @@ def import_tool(name: str) -> ModuleType:
     return _TOOLS[name]
 
 
-_CONFIGS: Dict[str, Any] = {}
+_CONFIGS: dict[str, Any] = {}
 
 
 def load_config(path: Any) -> Any:
@@ -106,17 +107,17 @@ def no_network_downloads(monkeypatch: Any) -> None:
     call (``checkpoint.cache.transfer``) raises DownloadError with the caller's hint."""
     from inline_dense.checkpoint import DownloadError, cache
 
-    def no_network(url: str, out: Any, hint: str, dest: Path) -> Dict[str, Any]:
+    def no_network(url: str, out: Any, hint: str, dest: Path) -> dict[str, Any]:
         raise DownloadError(f'could not download {url}: no connection (the test is offline). {hint}')
     monkeypatch.setattr(cache, 'transfer', no_network)
 
 
-def module_chains(call: Callable[[], Any], package: str) -> Set[Tuple[str, ...]]:
+def module_chains(call: Callable[[], Any], package: str) -> set[tuple[str, ...]]:
     """Runs ``call`` and returns every call stack it made, as the chain of ``package``'s modules on it
     (last name part; other modules left out, a module calling itself counted once). A chain naming a
     module twice is a round trip: that module was entered again on the way down."""
-    stack: List[str] = []
-    chains: Set[Tuple[str, ...]] = set()
+    stack: list[str] = []
+    chains: set[tuple[str, ...]] = set()
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == 'call':

@@ -22,10 +22,11 @@ were): another mmengine (e.g. onedl-mmengine, which imports yapf's ``FormatCode`
 import copy
 import functools
 import gc
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable, Dict
+from typing import Any
 
-INSTALLED: Dict[str, bool] = {}  # cache name -> whether this mmengine has what it replaces
+INSTALLED: dict[str, bool] = {}  # cache name -> whether this mmengine has what it replaces
 
 
 def _has(module: ModuleType, *names: str) -> bool:
@@ -37,7 +38,7 @@ def metainfo_once() -> bool:
     if not _has(config_utils, 'load', '_get_cfg_metainfo'):
         return False
     read = config_utils.load
-    parsed: Dict[str, Any] = {}
+    parsed: dict[str, Any] = {}
 
     @functools.wraps(read)
     def load(path: Any, *args: Any, **kwargs: Any) -> Any:
@@ -62,7 +63,7 @@ def format_configs_once() -> bool:
     if not callable(getattr(config_module, 'FormatCode', None)):
         return False
     format_code: Callable[..., Any] = config_module.FormatCode
-    formatted: Dict[str, Any] = {}
+    formatted: dict[str, Any] = {}
 
     @functools.wraps(format_code)
     def cached(text: str, **kwargs: Any) -> Any:
@@ -93,7 +94,7 @@ def collect_young_after_packing_datasets() -> bool:
     return True
 
 
-def install() -> Dict[str, bool]:
+def install() -> dict[str, bool]:
     INSTALLED.update(metainfo=metainfo_once(), format=format_configs_once(),
                      gc=collect_young_after_packing_datasets())
     return INSTALLED

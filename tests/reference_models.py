@@ -1,7 +1,6 @@
 """Builds our backbones with the settings of the authors' reference fixtures (each family spec's
 ``fixture``: its name, and the authors' constructor arguments in ours)."""
 import os
-from typing import Tuple
 
 import torch
 
@@ -20,7 +19,7 @@ def authors_checkpoint(variant: str) -> str:
     return os.path.join(FIXTURES, f'{variant}_authors_layout.pth')
 
 
-def build_reference_backbone(variant: str, checkpoint: str, **overrides) -> Tuple[torch.nn.Module, dict]:
+def build_reference_backbone(variant: str, checkpoint: str, **overrides) -> tuple[torch.nn.Module, dict]:
     """Our backbone with the authors' arch of ``variant``, loaded from ``checkpoint`` through init_cfg."""
     ref = load_reference(variant)
     spec = registry.family(ref['kind'])

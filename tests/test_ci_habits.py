@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT / '.ci'))
 import commit_msg  # noqa: E402
 
 
-@pytest.mark.parametrize('message, complaint', [
+@pytest.mark.parametrize(('message', 'complaint'), [
     ('setup: one settings object\n\nRead once from the environment.\n', None),
     ('setup: one settings object\n\nBody.\n# a comment git strips\n\n', None),
     ('x' * 73 + '\n\nBody.\n', 'has 73 characters'),
@@ -35,5 +35,6 @@ def test_pre_commit_runs_the_checks_ci_runs():
              for h in repo['hooks']}
     run = (ROOT / '.ci' / 'run').read_text(encoding='utf-8')
     for tool in ('ruff check', 'mypy'):
-        assert f'-m {tool}' in run and any(f'python -m {tool}' in h['entry'] for h in hooks.values()), tool
+        assert f'-m {tool}' in run, tool
+        assert any(f'python -m {tool}' in h['entry'] for h in hooks.values()), tool
     assert hooks['commit-message']['stages'] == ['commit-msg']

@@ -46,4 +46,5 @@ def test_the_block_works(tmp_path):
     """The same run with an import of the adapter fails: the blocked packages are really absent."""
     code = BLOCKED_RUN.replace("runpy.run_path(sys.argv[0], run_name='__main__')", 'import inline_dense.openmmlab')
     done = run_blocked(code, ['x'], tmp_path)
-    assert done.returncode != 0 and 'blocked by tests/test_core_only.py' in done.stderr, done.stderr[-2000:]
+    assert done.returncode != 0, done.stderr[-2000:]
+    assert 'blocked by tests/test_core_only.py' in done.stderr, done.stderr[-2000:]

@@ -27,8 +27,9 @@ import subprocess
 import sys
 import textwrap
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator, List, NamedTuple, Optional, Set
+from typing import NamedTuple
 
 import pytest
 
@@ -63,7 +64,7 @@ class Edge(NamedTuple):
         return f'{self.path.relative_to(root.parent)}:{self.line} ({kind})'
 
 
-def module_files(package_dir: Path) -> Dict[str, Path]:
+def module_files(package_dir: Path) -> dict[str, Path]:
     """Dotted module name -> file, for every module of the package (``__init__`` as the package)."""
     root = package_dir.name
     out = {}
@@ -71,7 +72,7 @@ def module_files(package_dir: Path) -> Dict[str, Path]:
         parts = list(path.relative_to(package_dir).with_suffix('').parts)
         if parts[-1] == '__init__':
             parts = parts[:-1]
-        out['.'.join([root] + parts)] = path
+        out['.'.join([root, *parts])] = path
     return out
 
 
@@ -86,7 +87,7 @@ def _imports(tree: ast.AST) -> Iterator[tuple]:
     yield from walk(tree, False)
 
 
-def import_edges(package_dir: Path) -> List[Edge]:
+def import_edges(package_dir: Path) -> list[Edge]:
     """Every import of one of the package's modules by another, with the packages it runs."""
     modules = module_files(package_dir)
     root = package_dir.name
@@ -96,7 +97,7 @@ def import_edges(package_dir: Path) -> List[Edge]:
         own_package = name if is_package else name.rpartition('.')[0]
         ancestors = {'.'.join(name.split('.')[:i]) for i in range(1, len(name.split('.')) + 1)}
         for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
-            targets: List[str] = []
+            targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -120,16 +121,16 @@ def import_edges(package_dir: Path) -> List[Edge]:
     return edges
 
 
-def cycles(edges: List[Edge]) -> List[List[Edge]]:
+def cycles(edges: list[Edge]) -> list[list[Edge]]:
     """One cycle (as its edges) per strongly connected group of modules (Tarjan)."""
-    graph: Dict[str, List[Edge]] = defaultdict(list)
+    graph: dict[str, list[Edge]] = defaultdict(list)
     for edge in edges:
         graph[edge.source].append(edge)
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    groups: List[Set[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
 
     def connect(v: str) -> None:
         index[v] = low[v] = len(index)
@@ -158,9 +159,9 @@ def cycles(edges: List[Edge]) -> List[List[Edge]]:
     return [_one_cycle(sorted(group)[0], group, graph) for group in groups]
 
 
-def _one_cycle(start: str, group: Set[str], graph: Dict[str, List[Edge]]) -> List[Edge]:
+def _one_cycle(start: str, group: set[str], graph: dict[str, list[Edge]]) -> list[Edge]:
     """A shortest way from ``start`` back to itself inside ``group`` (breadth first)."""
-    came: Dict[str, Optional[Edge]] = {start: None}
+    came: dict[str, Edge | None] = {start: None}
     frontier = [start]
     while frontier:
         nxt = []
@@ -180,9 +181,9 @@ def _one_cycle(start: str, group: Set[str], graph: Dict[str, List[Edge]]) -> Lis
     raise AssertionError(f'no cycle through {start}')
 
 
-def statements(edges: List[Edge]) -> List[Edge]:
+def statements(edges: list[Edge]) -> list[Edge]:
     """One edge per import statement: its most specific target, not the packages it runs."""
-    deepest: Dict[tuple, Edge] = {}
+    deepest: dict[tuple, Edge] = {}
     for e in edges:
         key = (e.source, e.line)
         if key not in deepest or len(e.target) > len(deepest[key].target):
@@ -190,11 +191,11 @@ def statements(edges: List[Edge]) -> List[Edge]:
     return list(deepest.values())
 
 
-def listing(edges: List[Edge]) -> str:
+def listing(edges: list[Edge]) -> str:
     return '\n'.join(f'  {e.source} imports {e.target}  [{e.where()}]' for e in statements(edges))
 
 
-def describe(cycle: List[Edge]) -> str:
+def describe(cycle: list[Edge]) -> str:
     return '\n'.join([f'cycle of {len(cycle)} modules:']
                      + [f'  {e.source} imports {e.target}  [{e.where()}]' for e in cycle])
 
@@ -213,9 +214,9 @@ def layer_of(sub: str) -> int:
                          f'where it belongs (a subpackage imports only from the layers below its own)')
 
 
-def sibling_imports(edges: List[Edge]) -> Dict[str, Dict[str, List[Edge]]]:
+def sibling_imports(edges: list[Edge]) -> dict[str, dict[str, list[Edge]]]:
     """subpackage -> imported sibling subpackage -> the imports (the root package left out)."""
-    out: Dict[str, Dict[str, List[Edge]]] = defaultdict(lambda: defaultdict(list))
+    out: dict[str, dict[str, list[Edge]]] = defaultdict(lambda: defaultdict(list))
     for e in edges:
         a, b = subpackage(e.source), subpackage(e.target)
         if a and b and a != b:
@@ -224,7 +225,7 @@ def sibling_imports(edges: List[Edge]) -> Dict[str, Dict[str, List[Edge]]]:
 
 
 @pytest.fixture(scope='module')
-def edges() -> List[Edge]:
+def edges() -> list[Edge]:
     return import_edges(PACKAGE_DIR)
 
 
@@ -240,7 +241,7 @@ def test_no_function_level_import_of_a_sibling_package(edges):
                         'the top of the file):\n' + listing(hidden))
 
 
-def upward_imports(edges: List[Edge]) -> List[Edge]:
+def upward_imports(edges: list[Edge]) -> list[Edge]:
     """Imports of a sibling subpackage in the importer's own layer or above it."""
     return [e for a, targets in sibling_imports(edges).items() for b, found in targets.items()
             for e in found if layer_of(b) <= layer_of(a)]
@@ -264,7 +265,7 @@ MAY_IMPORT_OPENMMLAB = ('openmmlab', 'deploy', 'analysis')
 _IMPORT_CALLS = ('import_module', '__import__')
 
 
-def _literal_prefix(node: ast.AST) -> Optional[str]:
+def _literal_prefix(node: ast.AST) -> str | None:
     """The constant text of a string argument: all of ``'a.b'``, the start of ``f'a.{x}'``."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -284,7 +285,7 @@ def dynamic_imports(tree: ast.AST) -> Iterator[tuple]:
                 yield node.lineno, name
 
 
-def third_party_imports(package_dir: Path) -> List[tuple]:
+def third_party_imports(package_dir: Path) -> list[tuple]:
     """(module, imported top-level name, line, inside a function) of every absolute import, and of
     every ``importlib.import_module`` / ``__import__`` of a literal name (counted as inside a function)."""
     root = package_dir.name
@@ -310,21 +311,21 @@ def test_the_core_imports_neither_openmmlab_nor_timm():
                        f'{NOT_IN_CORE}; move it to inline_dense.openmmlab:\n' + '\n'.join(found))
 
 
-def openmmlab_reach(package_dir: Path) -> List[str]:
+def openmmlab_reach(package_dir: Path) -> list[str]:
     """For each module outside :data:`MAY_IMPORT_OPENMMLAB` that imports an OpenMMLab package, itself
     or through the modules it imports (at any depth, function-level imports included): the chain."""
-    direct: Dict[str, tuple] = {}
+    direct: dict[str, tuple] = {}
     for module, top, line, in_function in third_party_imports(package_dir):
         if top in OPENMMLAB and module not in direct:
             direct[module] = (top, line, in_function)
-    graph: Dict[str, List[Edge]] = defaultdict(list)
+    graph: dict[str, list[Edge]] = defaultdict(list)
     for edge in import_edges(package_dir):
         graph[edge.source].append(edge)
     found = []
     for start in module_files(package_dir):
         if subpackage(start) in MAY_IMPORT_OPENMMLAB:
             continue
-        came: Dict[str, Optional[Edge]] = {start: None}
+        came: dict[str, Edge | None] = {start: None}
         frontier = [start]
         while frontier and not any(m in direct for m in frontier):
             frontier = [e.target for m in frontier for e in graph[m] if e.target not in came
@@ -370,14 +371,15 @@ def test_importing_the_rest_of_the_package_loads_no_openmmlab_module():
                           text=True, timeout=600, env={**os.environ, 'PYTHONPATH': str(PACKAGE_DIR.parent)})
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(names) > 20 and not loaded, (f'importing {len(names)} modules loaded OpenMMLab modules:\n' + '\n'.join(
-        f'  import {name}: {len(found)}, e.g. {found[:5]}' for name, found in loaded.items()))
+    assert len(names) > 20, names
+    assert not loaded, f'importing {len(names)} modules loaded OpenMMLab modules:\n' + '\n'.join(
+        f'  import {name}: {len(found)}, e.g. {found[:5]}' for name, found in loaded.items())
 
 
 SHARED_ALIASES = ('HW', 'StateDict')  # inline_dense/typing.py defines them; every other module imports them
 
 
-def alias_definitions(package_dir: Path) -> List[tuple]:
+def alias_definitions(package_dir: Path) -> list[tuple]:
     """(file, name, line) of every module-level assignment to a shared alias outside typing.py."""
     found = []
     for path in sorted(package_dir.rglob('*.py')):
@@ -400,7 +402,7 @@ def test_shared_type_aliases_come_from_typing_only():
 
 # ---------------------------------------------------------------- the checks themselves can fail
 
-def _package(tmp_path: Path, files: Dict[str, str]) -> Path:
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
     pkg = tmp_path / 'pkg'
     for rel, text in files.items():
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)

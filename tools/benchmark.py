@@ -30,7 +30,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import jobs, report, zoo
@@ -40,7 +41,7 @@ from inline_dense.checkpoint.atomic import OutputPathError, output_target, write
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--models', nargs='+', default=None,
@@ -120,7 +121,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def device_problem(device: str) -> Optional[str]:
+def device_problem(device: str) -> str | None:
     """Why ``--device`` cannot be measured on here, or None."""
     import torch
     try:
@@ -155,7 +156,7 @@ def default_out(kind: str, device: str) -> str:
     return os.path.join(ROOT, 'benchmarks', 'out', f'{kind}_{device.replace(":", "")}.json')
 
 
-def run_sweep(args: argparse.Namespace) -> Dict[str, Any]:
+def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     """Every (model, resolution, mode) in its own subprocess; prints the tables, returns the payload."""
     from inline_dense.analysis import gemm
     planned = [job for dtype in args.dtype
@@ -180,7 +181,7 @@ def run_sweep(args: argparse.Namespace) -> Dict[str, Any]:
                 rounds=args.rounds, batch=args.batch, command=' '.join(sys.argv), gemm=rates, results=rows)
 
 
-def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
+def run_layer(args: argparse.Namespace) -> dict[str, Any]:
     """One InLine attention layer and its variants, interleaved; prints the table, returns the payload."""
     import torch
 
@@ -199,7 +200,7 @@ def run_layer(args: argparse.Namespace) -> Dict[str, Any]:
     return payload
 
 
-def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
+def run_compile(args: argparse.Namespace) -> dict[str, Any]:
     """Each model compiled once, run on every resolution; prints the table, returns the payload."""
     import torch
 
@@ -220,7 +221,7 @@ def run_compile(args: argparse.Namespace) -> Dict[str, Any]:
                 batch=args.batch, command=' '.join(sys.argv), results=[r.as_dict() for r in rows])
 
 
-def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
+def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
     """Every backbone and resolution against its ONNX Runtime / OpenVINO anchors; prints, returns the payload."""
     import torch
 
@@ -245,7 +246,7 @@ def run_anchors(args: argparse.Namespace) -> Dict[str, Any]:
                 command=' '.join(sys.argv), results=results)
 
 
-def run_dtype_error(args: argparse.Namespace) -> Dict[str, Any]:
+def run_dtype_error(args: argparse.Namespace) -> dict[str, Any]:
     """Every backbone, resolution and reduced dtype: its outputs' error against float32; prints, returns the payload."""
     import torch
 
@@ -275,12 +276,12 @@ def run_dtype_error(args: argparse.Namespace) -> Dict[str, Any]:
                 weights='trained scale (Xavier uniform, biases std 0.1)', command=' '.join(sys.argv), results=results)
 
 
-def write_plot(rows: Any, png: str, payload: Dict[str, Any]) -> None:
+def write_plot(rows: Any, png: str, payload: dict[str, Any]) -> None:
     from inline_dense.analysis.plot import plot
     plot(rows, png, report.plot_title(payload))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs the tool; the exit status: 0, or 1 when every row of the table is a failure."""
     args = parse_args(argv)
     if args.replot:

@@ -13,23 +13,22 @@ at every start and drops the classification head from the file).
 import argparse
 import os
 import sys
-from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from inline_dense import registry  # noqa: E402
-from inline_dense.checkpoint import CheckpointError, DownloadError  # noqa: E402
-from inline_dense.models.convert import convert_file  # noqa: E402
+from inline_dense import registry
+from inline_dense.checkpoint import CheckpointError, DownloadError
+from inline_dense.models.convert import convert_file
 
 try:  # this project's training checkpoints (mmengine Runner files) hold mmengine's HistoryBuffer, pickled with
     # getattr: the OpenMMLab adapter adds both to the reader's allow-list, as the other tools have it
-    from inline_dense.openmmlab.mmengine_types import allow_mmengine_checkpoint_types  # noqa: E402
+    from inline_dense.openmmlab.mmengine_types import allow_mmengine_checkpoint_types
     allow_mmengine_checkpoint_types()
 except ImportError:  # no mmengine: such a file was written elsewhere; authors' files need nothing of it
     pass
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help="authors' checkpoint ({'model': state_dict, ...}): a path, "
                                     "inline://<variant> or an http(s) URL")

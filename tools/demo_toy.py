@@ -15,7 +15,6 @@ import argparse
 import logging
 import os.path as osp
 import time
-from typing import List, Optional
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
@@ -76,7 +75,7 @@ def upscale_sample(sample, factor: int):
     return sample
 
 
-def picture_predictions(sample, score_thr: Optional[float]):
+def picture_predictions(sample, score_thr: float | None):
     """The sample with only the predictions the picture draws: those scoring above ``score_thr``, or
     (None) the top N by score, N = the image's number of ground-truth objects, as AP ranks them."""
     pred = sample.pred_instances
@@ -89,7 +88,7 @@ def picture_predictions(sample, score_thr: Optional[float]):
     return sample
 
 
-def draw_predictions(runner, out_file: str, num: int, score_thr: Optional[float], factor: int = 3) -> None:
+def draw_predictions(runner, out_file: str, num: int, score_thr: float | None, factor: int = 3) -> None:
     """Runs the trained model on the first ``num`` test images and writes rows of GT | prediction."""
     import cv2
     import mmcv
@@ -100,7 +99,7 @@ def draw_predictions(runner, out_file: str, num: int, score_thr: Optional[float]
     model.eval()
     visualizer = runner.visualizer
     visualizer.dataset_meta = runner.test_dataloader.dataset.metainfo
-    rows: List[np.ndarray] = []
+    rows: list[np.ndarray] = []
     with torch.no_grad():
         for i, batch in enumerate(runner.test_dataloader):
             if i >= num:

@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,16 +83,16 @@ class Repo:
 '''
 
 
-def run_pytest(cwd: Path, args: List[str], extra_path: Optional[Path] = None) -> Dict[str, int]:
+def run_pytest(cwd: Path, args: list[str], extra_path: Path | None = None) -> dict[str, int]:
     env = dict(os.environ)
     paths = [str(ROOT), str(cwd)] + ([str(extra_path)] if extra_path else [])
-    env['PYTHONPATH'] = os.pathsep.join(paths + [env['PYTHONPATH']] if env.get('PYTHONPATH') else paths)
+    env['PYTHONPATH'] = os.pathsep.join([*paths, env['PYTHONPATH']] if env.get('PYTHONPATH') else paths)
     cmd = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE',
            '-W', 'ignore::pytest.PytestUnknownMarkWarning', '--rootdir', str(cwd), *args]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     print(proc.stdout[-20000:], proc.stderr[-4000:], sep='\n')
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ''
-    counts = {k: 0 for k in ('passed', 'failed', 'skipped', 'error', 'deselected')}
+    counts = dict.fromkeys(('passed', 'failed', 'skipped', 'error', 'deselected'), 0)
     for number, word in re.findall(r'(\d+) (passed|failed|skipped|errors?|deselected)', tail):
         counts['error' if word.startswith('error') else word] += int(number)
     if proc.returncode not in (0, 1) and not any(counts.values()):
@@ -109,13 +108,13 @@ def with_token_models(text: str) -> str:
     return text.replace(marker, marker + ''.join(f'{p!r}, ' for p in TOKEN_MODELS), 1)
 
 
-def timm_suite(test_file: Path, work: Path, pytest_args: List[str]) -> Dict[str, int]:
+def timm_suite(test_file: Path, work: Path, pytest_args: list[str]) -> dict[str, int]:
     (work / 'test_models.py').write_text(with_token_models(test_file.read_text()))
     (work / 'conftest.py').write_text(TIMM_CONFTEST)
     return run_pytest(work, ['test_models.py', *pytest_args])
 
 
-def smp_suite(tests_dir: Path, work: Path, pytest_args: List[str]) -> Dict[str, int]:
+def smp_suite(tests_dir: Path, work: Path, pytest_args: list[str]) -> dict[str, int]:
     shutil.copytree(tests_dir, work / 'tests')
     (work / 'tests' / 'test_inline_encoders.py').write_text(SMP_TESTS)
     standin = None
@@ -128,7 +127,7 @@ def smp_suite(tests_dir: Path, work: Path, pytest_args: List[str]) -> Dict[str, 
     return run_pytest(work, ['tests/test_inline_encoders.py', *pytest_args], standin)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--timm-tests', type=Path, help="timm's tests/test_models.py")
     parser.add_argument('--smp-tests', type=Path, help="smp's tests/ folder (with encoders/base.py)")

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from mmengine.config import DictAction
 
@@ -33,7 +33,7 @@ from inline_dense.deploy import onnx_export
 from inline_dense.layers.inline_attention import IMPLS
 
 
-def parse_shape(text: str) -> Tuple[int, int, int, int]:
+def parse_shape(text: str) -> tuple[int, int, int, int]:
     """'BxCxHxW' -> (B, C, H, W)."""
     try:
         shape = tuple(int(v) for v in text.lower().split('x'))
@@ -44,7 +44,7 @@ def parse_shape(text: str) -> Tuple[int, int, int, int]:
     return shape  # type: ignore[return-value]
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config', help='mmseg (whole segmentor) or mmdet (backbone + neck) config')
@@ -81,7 +81,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 

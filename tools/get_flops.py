@@ -10,7 +10,8 @@ attention is counted for its textbook algorithm unless ``--executed`` is given.
 """
 import argparse
 import json
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
 from inline_dense.analysis import zoo
@@ -18,7 +19,7 @@ from inline_dense.analysis.jobs import parse_hw
 from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--models', nargs='+', default=None,
                    help=f'backbone names, as in tools/benchmark.py (default {" ".join(zoo.DEFAULT_MODELS)})')
@@ -42,12 +43,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     import torch
 
     from inline_dense.analysis import count_flops
     args = parse_args(argv)
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     print(f'{"model":28s} {"input":>10s} {"params (M)":>10s} {"GFLOPs":>8s} {"attention":>10s} {"share":>6s}')
     for name, config in zoo.model_entries(args.models, args.config):
         model = zoo.build_model(None if config else name, config)

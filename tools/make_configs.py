@@ -22,7 +22,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,7 +39,7 @@ PAPER = dict(URL='https://arxiv.org/abs/2412.06590',
              Title='Bridging the Divide: Reconsidering Softmax and Linear Attention')
 
 # config folder -> (the model, the task on COCO, the task on ADE20K): the heads' vocabulary, not a family's
-HEADS: Dict[str, Tuple[str, str, str]] = {
+HEADS: dict[str, tuple[str, str, str]] = {
     'mask_rcnn': ('Mask R-CNN + FPN', 'Instance Segmentation', ''),
     'cascade_rcnn': ('Cascade Mask R-CNN + FPN', 'Instance Segmentation', ''),
     'retinanet': ('RetinaNet + FPN', 'Object Detection', ''),
@@ -91,23 +91,23 @@ def backbone_base(spec: FamilySpec, weights: Weights) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def _wrapped_comment(text: str, width: int = 100) -> List[str]:
+def _wrapped_comment(text: str, width: int = 100) -> list[str]:
     lines, line = [], '#'
     for word in text.split():
         if len(line) + 1 + len(word) > width:
             lines.append(line)
             line = '#'
         line += ' ' + word
-    return lines + [line]
+    return [*lines, line]
 
 
 # ----------------------------------------------------------------------------- the metafile
-def leaf_configs() -> List[Path]:
+def leaf_configs() -> list[Path]:
     """Every config a user runs: outside ``_base_`` folders."""
     return sorted(p for p in CONFIGS.rglob('*.py') if '_base_' not in p.relative_to(CONFIGS).parts)
 
 
-def first_base(path: Path) -> Optional[str]:
+def first_base(path: Path) -> str | None:
     """The first entry of the config's ``_base_`` (its recipe), as the file writes it."""
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == '_base_' for t in node.targets):
@@ -133,7 +133,7 @@ def schedule_of(stem: str) -> str:
     return '_'.join(parts)
 
 
-def model_entry(path: Path) -> Dict[str, Any]:
+def model_entry(path: Path) -> dict[str, Any]:
     """The metafile entry of one config."""
     rel = path.relative_to(ROOT)
     folder, stem = path.parent.name, path.stem
@@ -144,7 +144,7 @@ def model_entry(path: Path) -> Dict[str, Any]:
     head = next(h for f, h in HEADS.items() if stem.startswith(_head_prefix(f))) if toy else HEADS[folder]
     if folder == 'vitdet' or (toy and 'simple-fpn' in stem):
         head = next(h for prefix, h in VITDET.items() if stem.startswith(prefix))
-    metadata: Dict[str, Any] = dict(Model=head[0], Task=head[2] if ade else head[1])
+    metadata: dict[str, Any] = dict(Model=head[0], Task=head[2] if ade else head[1])
     if toy:
         metadata.update(Backbone=f'InLine-{spec.title} (mini)', Pretrained='none (from scratch)',
                         **{'Training Data': 'toy ADE20K' if ade else 'toy COCO'})
@@ -181,13 +181,13 @@ def metafile() -> str:
 
 
 # ----------------------------------------------------------------------------- tables from the metafile
-def read_models(text: str) -> List[Dict[str, Any]]:
+def read_models(text: str) -> list[dict[str, Any]]:
     return yaml.safe_load(text)['Models']
 
 
-def folder_table(models: List[Dict[str, Any]]) -> str:
+def folder_table(models: list[dict[str, Any]]) -> str:
     """README: one row per config folder: its model, backbones and schedules."""
-    rows: Dict[str, Dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for m in models:
         folder = '/'.join(m['Config'].split('/')[:2]) + '/'
         row = rows.setdefault(folder, dict(models=[], backbones={}, schedules=[]))
@@ -209,7 +209,7 @@ def folder_table(models: List[Dict[str, Any]]) -> str:
     return '\n'.join(lines)
 
 
-def config_table(models: List[Dict[str, Any]]) -> str:
+def config_table(models: list[dict[str, Any]]) -> str:
     """docs/configs.md: one row per config (toys left out: docs/toy_runs.md)."""
     lines = ['| config | model | backbone | data | schedule | recipe | checkpoint (top-1) |',
              '| --- | --- | --- | --- | --- | --- | --- |']
@@ -253,7 +253,7 @@ def with_table(text: str, name: str, table: str) -> str:
 
 
 # ----------------------------------------------------------------------------- all of it
-def generated() -> Dict[Path, str]:
+def generated() -> dict[Path, str]:
     """Every generated file and its text."""
     files = {BACKBONES / backbone_base_name(w): backbone_base(spec, w) for spec, w in registry.all_weights()}
     meta = metafile()
@@ -266,14 +266,14 @@ def generated() -> Dict[Path, str]:
     return files
 
 
-def stale() -> List[Path]:
+def stale() -> list[Path]:
     """The generated files whose committed text differs, and stray backbone bases no variant makes."""
     files = generated()
     changed = [p for p, text in files.items() if not p.is_file() or p.read_text() != text]
     return changed + sorted(p for p in BACKBONES.glob('*.py') if p not in files)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--check', action='store_true', help='write nothing; exit 1 naming each file that differs')

@@ -20,12 +20,11 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Optional
 
 from setup_env import BUILD, ROOT, Settings, SetupError, run_uv, say
 
 sys.path.insert(0, str(ROOT))
-from inline_dense_dev import uvlock  # noqa: E402  (the checkout's development package)
+from inline_dense_dev import uvlock  # the checkout's development package
 
 CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
 # mmcv 2.1.0's setup.py reads its version through exec() into locals(), which Python 3.13 no longer
@@ -35,14 +34,15 @@ FULL_PYTHONS = ((3, 11), (3, 12))
 
 def check_python(version) -> None:
     if tuple(version) not in FULL_PYTHONS:
-        names = ' or '.join('%d.%d' % v for v in FULL_PYTHONS)
+        names = ' or '.join(f'{major}.{minor}' for major, minor in FULL_PYTHONS)
+        newest = '{}.{}'.format(*FULL_PYTHONS[-1])
         raise SetupError(f"MMCV=full does not build on Python {version[0]}.{version[1]}: mmcv 2.1.0's setup.py "
                          "reads its version through exec() and locals(), which Python 3.13 changed (PEP 667)",
                          f'use MMCV=lite (no compiler; the stand-in serves the ops the configs use), or Python '
-                         f'{names}: MMCV=full PYTHON=python{"%d.%d" % FULL_PYTHONS[-1]} bash tools/setup_env.sh')
+                         f'{names}: MMCV=full PYTHON=python{newest} bash tools/setup_env.sh')
 
 
-def compiled_ops_target(settings: Settings, torch_cuda: Optional[str], cuda_available: bool) -> str:
+def compiled_ops_target(settings: Settings, torch_cuda: str | None, cuda_available: bool) -> str:
     """'cpu' or 'cuda<version>'. FORCE_CUDA wins; else CUDA ops when torch sees a GPU and nvcc exists."""
     cuda = settings.force_cuda == '1' or (settings.force_cuda == '' and cuda_available and bool(shutil.which('nvcc')))
     return f'cuda{torch_cuda}' if cuda and torch_cuda else 'cpu'
@@ -53,7 +53,7 @@ def wheel_key(mmcv_version: str, torch_version: str, python: str, ops: str) -> s
     return f'mmcv-{mmcv_version}_torch-{torch_version}_py{python}_{ops}_{tools}'
 
 
-def cached_wheel(folder: Path) -> Optional[Path]:
+def cached_wheel(folder: Path) -> Path | None:
     wheels = sorted(folder.glob('mmcv-*.whl'))
     return wheels[0] if wheels else None
 

@@ -20,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / 'requirements' / 'build.txt'
@@ -70,7 +70,7 @@ class Settings:
     stack: str = 'openmmlab'
     flavour: str = 'lite'
     venv: Path = ROOT / '.venv'
-    uv: Optional[Path] = None         # $UV
+    uv: Path | None = None         # $UV
     cache: Path = Path.home() / '.cache' / 'inline_dense'
     ignored_venv: str = ''            # an active $VIRTUAL_ENV that is not ``venv``
     force_cuda: str = ''              # MMCV=full: '1' CUDA ops, '0' none, '' when torch sees a GPU and nvcc exists
@@ -122,13 +122,13 @@ class Settings:
                 f'(INLINE_DENSE_VENV=<folder> picks another)')
 
 
-def supported_pythons() -> Tuple[Tuple[int, int], Tuple[int, int]]:
+def supported_pythons() -> tuple[tuple[int, int], tuple[int, int]]:
     """The lowest supported Python and the first unsupported one: pyproject.toml's requires-python."""
     found = re.search(r'requires-python = ">=(\d+)\.(\d+),\s*<(\d+)\.(\d+)"', (ROOT / 'pyproject.toml').read_text())
     return (int(found[1]), int(found[2])), (int(found[3]), int(found[4]))
 
 
-def check_python(version: Tuple[int, int]) -> None:
+def check_python(version: tuple[int, int]) -> None:
     low, high = supported_pythons()
     if not low <= version < high:
         names = ', '.join(f'{low[0]}.{minor}' for minor in range(low[1], high[1]))

@@ -102,8 +102,8 @@ def main(argv=None) -> dict:
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
                                 f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')
     cfg.load_from = args.checkpoint
-    cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
-        dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
+    cfg.custom_hooks = [*(cfg.get('custom_hooks') or []),
+                        dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
     launch.check_datasets(cfg, ('test_dataloader',))
     check_dataset_and_heads(cfg, ('test_dataloader',))
     if args.show_dir:

@@ -13,12 +13,11 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import List, Tuple
 
 STANDARDS = ('c++17', 'c++20')
 
 
-def probe(cxx: List[str], std: str, includes: List[str], src: str) -> Tuple[bool, str]:
+def probe(cxx: list[str], std: str, includes: list[str], src: str) -> tuple[bool, str]:
     """(whether ``src`` compiles with ``-std=<std>``, the compiler's error output)."""
     for stage in ('-E', '-fsyntax-only'):
         cmd = [*cxx, f'-std={std}', stage, *includes, src]

@@ -134,11 +134,11 @@ def main(argv=None) -> None:
         use_saved_seeds(cfg, cfg.load_from)
     if cfg.get('resume'):  # also when AtomicCheckpointHook picks the checkpoint (a fallback) at the start
         source = f'--resume {cfg.load_from}' if cfg.get('load_from') else '--resume (the work dir\'s checkpoint)'
-        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
-            dict(type='CheckpointFitHook', source=source, resume=True)]
+        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []),
+                            dict(type='CheckpointFitHook', source=source, resume=True)]
     elif cfg.get('load_from'):
-        cfg.custom_hooks = list(cfg.get('custom_hooks') or []) + [
-            dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
+        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []),
+                            dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=cfg.load_from)]
     launch.check_datasets(cfg, ('train_dataloader', 'val_dataloader'))
     check_dataset_and_heads(cfg, ('train_dataloader', 'val_dataloader'))
     for problem in resume_exactness_problems(cfg):

@@ -12,7 +12,7 @@ _base_ = [
 ]
 
 # mmseg's Mask2Former head is mmdet's: the runtime's imports, plus mmdet's models
-custom_imports = dict(_base_.custom_imports, imports=_base_.custom_imports.imports + ['mmdet.models'])
+custom_imports = dict(_base_.custom_imports, imports=[*_base_.custom_imports.imports, 'mmdet.models'])
 
 model = dict(
     type='EncoderDecoder',

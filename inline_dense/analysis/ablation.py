@@ -1,7 +1,8 @@
 """One InLine attention layer against its qkv and output projections alone, and the steps
 of its optimisation in between (``tools/benchmark.py --layer [--ablation]``)."""
 import statistics
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,7 +41,7 @@ def inline_copy(source: nn.Module, impl: str) -> nn.Module:
 
 
 def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1, window: int = 7,
-                   ablation: bool = False) -> Dict[str, Callable[[], Any]]:
+                   ablation: bool = False) -> dict[str, Callable[[], Any]]:
     """Callables for the single-layer comparison at a token grid, all on the same input.
 
     'qkv+proj': the layer's two projections alone (the floor); 'inline': InLineAttention
@@ -74,15 +75,15 @@ def layer_variants(tokens_hw: HW, dims: int, heads: int, batch: int = 1, window:
 
 
 def measure_layer(tokens_hw: HW, dims: int, heads: int, rounds: int = 15, warmup: int = 2,
-                  batch: int = 1, variants: Optional[Sequence[str]] = None, ablation: bool = False,
-                  progress: Optional[Callable[[int], None]] = None
-                  ) -> Tuple[Dict[str, List[float]], Dict[str, List[float]]]:
+                  batch: int = 1, variants: Sequence[str] | None = None, ablation: bool = False,
+                  progress: Callable[[int], None] | None = None
+                  ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Wall and process-CPU times (ms) of each variant, interleaved round by round so that
     load drifts hit all variants alike; ``progress(1)`` is called after each round."""
     table = layer_variants(tokens_hw, dims, heads, batch, ablation=ablation)
     names = list(variants) if variants else list(table)
-    wall: Dict[str, List[float]] = {n: [] for n in names}
-    cpu: Dict[str, List[float]] = {n: [] for n in names}
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     with torch.no_grad():
         for name in names:
             time_calls(table[name], warmup, 0)
@@ -96,7 +97,7 @@ def measure_layer(tokens_hw: HW, dims: int, heads: int, rounds: int = 15, warmup
     return wall, cpu
 
 
-def layer_rows(wall: Dict[str, List[float]], cpu: Dict[str, List[float]]) -> Dict[str, Dict[str, Any]]:
+def layer_rows(wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Per variant: median wall and CPU ms, and both as multiples of the projections alone."""
     floor, cpu_floor = statistics.median(wall[FLOOR]), statistics.median(cpu[FLOOR])
     rows = {}

@@ -7,15 +7,16 @@ of eager and compiled steps. Modes are those of :func:`.timing.make_step`: 'infe
 under no_grad) and 'train' (forward + backward of the outputs' sum).
 """
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any
 
 import torch
 from torch import nn
 
 from .timing import make_step, time_calls
 
-Shape = Tuple[int, int, int, int]
+Shape = tuple[int, int, int, int]
 
 
 @dataclass
@@ -34,12 +35,12 @@ class CompileRow:
     def speedup(self) -> float:
         return self.eager_ms / self.compiled_ms
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return dict(asdict(self), speedup=self.speedup)
 
 
 def measure_compiled(name: str, model: nn.Module, shapes: Sequence[Shape], mode: str, backend: str = 'inductor',
-                     warmup: int = 1, runs: int = 3) -> List[CompileRow]:
+                     warmup: int = 1, runs: int = 3) -> list[CompileRow]:
     """Eager vs ``torch.compile(model, backend=backend, dynamic=True)`` on each of ``shapes``."""
     from torch._dynamo.testing import CompileCounterWithBackend
     torch._dynamo.reset()

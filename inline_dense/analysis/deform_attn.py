@@ -16,7 +16,6 @@ import resource
 import subprocess
 import sys
 import time
-from typing import Dict, List
 
 import torch
 
@@ -37,7 +36,7 @@ LAYOUTS = {
 
 
 def layout_inputs(layout: str, height: int, width: int, batch: int = 1, device: str = 'cpu',
-                  seed: int = 0) -> List[torch.Tensor]:
+                  seed: int = 0) -> list[torch.Tensor]:
     """(value (B, S, H, 32), spatial_shapes (L, 2), level_start_index (L,), sampling_locations
     (B, Q, H, L, P, 2), attention_weights (B, Q, H, L, P)) for ``layout`` (see LAYOUTS) at this image size."""
     levels, queries, heads, points = LAYOUTS[layout]
@@ -54,12 +53,12 @@ def layout_inputs(layout: str, height: int, width: int, batch: int = 1, device: 
     return [t.to(device) for t in (value, shapes, start, loc, weights)]
 
 
-def dino_inputs(height: int, width: int, batch: int = 1, device: str = 'cpu', seed: int = 0) -> List[torch.Tensor]:
+def dino_inputs(height: int, width: int, batch: int = 1, device: str = 'cpu', seed: int = 0) -> list[torch.Tensor]:
     """DINO-4scale's encoder layout (see :func:`layout_inputs`)."""
     return layout_inputs('dino-enc', height, width, batch, device, seed)
 
 
-def step(impl: str, inputs: List[torch.Tensor]) -> None:
+def step(impl: str, inputs: list[torch.Tensor]) -> None:
     """One forward and backward of ``impl`` ('pure' or 'stand-in') through mmcv's entry points."""
     from mmcv.ops.multi_scale_deform_attn import MultiScaleDeformableAttnFunction, multi_scale_deformable_attn_pytorch
     value, shapes, start, loc, weights = inputs
@@ -77,7 +76,7 @@ def _rss_mib() -> float:
 
 
 def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int = 3,
-            layout: str = 'dino-enc') -> Dict[str, float]:
+            layout: str = 'dino-enc') -> dict[str, float]:
     """In THIS process: median seconds of ``runs`` forward + backward steps (after one warm-up)
     and the peak memory in MiB above what the inputs took (CPU: resident; CUDA: allocator)."""
     inputs = layout_inputs(layout, height, width, device=device)
@@ -105,7 +104,7 @@ def measure(impl: str, height: int, width: int, device: str = 'cpu', runs: int =
 
 
 def measure_in_subprocess(impl: str, height: int, width: int, device: str, runs: int,
-                          layout: str = 'dino-enc') -> Dict[str, float]:
+                          layout: str = 'dino-enc') -> dict[str, float]:
     """:func:`measure` in a fresh interpreter (its own peak memory)."""
     code = ('import json, sys; from inline_dense.analysis.deform_attn import measure; '
             f'print(json.dumps(measure({impl!r}, {height}, {width}, {device!r}, {runs}, {layout!r})))')
@@ -113,14 +112,14 @@ def measure_in_subprocess(impl: str, height: int, width: int, device: str, runs:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main(argv=None) -> List[Dict[str, float]]:
+def main(argv=None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--height', type=int, default=512, help='image height (default 512)')
     parser.add_argument('--width', type=int, default=512, help='image width (default 512)')
     parser.add_argument('--device', default='cpu', help='cpu or cuda (default cpu)')
     parser.add_argument('--runs', type=int, default=3, help='timed steps after one warm-up (default 3)')
     parser.add_argument('--threads', type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument('--layout', default='dino-enc', choices=sorted(LAYOUTS) + ['all'],
+    parser.add_argument('--layout', default='dino-enc', choices=[*sorted(LAYOUTS), 'all'],
                         help='level layout (default dino-enc; all = each in turn)')
     args = parser.parse_args(argv)
     if args.threads:

@@ -19,9 +19,10 @@ depthwise residual, the tap MLP, the output projection), which is the
 architecture's cost; ``executed=True`` counts what the default fast path runs
 instead (see ``InLineAttention.forward_folded``).
 """
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any, Callable, Dict, List, Sequence, Union
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,22 +32,22 @@ from ..runtime import inline_impl
 
 aten = torch.ops.aten
 ATTENTION_WORDS = ('Attention', 'MSA')  # class names that count as "attention" in the breakdown
-Inputs = Union[torch.Tensor, Sequence[Any]]
+Inputs = torch.Tensor | Sequence[Any]
 
 
-def _reduction_flops(self_shape: Sequence[int], *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def _reduction_flops(self_shape: Sequence[int], *args: Any, out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ARG001
     """A token sum/mean: one multiply-accumulate per element summed (torch counts 2 FLOPs a MAC)."""
     return 2 * prod(self_shape)
 
 
 def _sdpa_flops(query: Sequence[int], key: Sequence[int], value: Sequence[int], *args: Any,
-                out_shape: Any = None, **kwargs: Any) -> int:
+                out_shape: Any = None, **kwargs: Any) -> int:  # noqa: ARG001
     """2 * MACs of softmax(q k^T) v for q (..., L, E), k (..., S, E), v (..., S, Ev)."""
     length, e, s_len, ev = query[-2], query[-1], key[-2], value[-1]
     return 2 * prod(query[:-2]) * length * s_len * (e + ev)
 
 
-def custom_mapping() -> Dict[Any, Callable[..., int]]:
+def custom_mapping() -> dict[Any, Callable[..., int]]:
     """What ``FlopCounterMode`` adds to torch's own table here (formulas take shapes).
 
     InLine attention's token means (of x, k and v) are part of its cost and torch does not
@@ -54,7 +55,7 @@ def custom_mapping() -> Dict[Any, Callable[..., int]]:
     (``F.scaled_dot_product_attention`` on the CPU dispatches to them), so window / SR
     softmax attention would count as zero.
     """
-    table: Dict[Any, Callable[..., int]] = {aten.sum: _reduction_flops, aten.mean: _reduction_flops}
+    table: dict[Any, Callable[..., int]] = {aten.sum: _reduction_flops, aten.mean: _reduction_flops}
     for name in ('_scaled_dot_product_flash_attention_for_cpu',
                  '_scaled_dot_product_fused_attention_overrideable'):
         packet = getattr(aten, name, None)
@@ -71,7 +72,7 @@ class FlopReport:
     class name contains 'Attention' or 'MSA' (projections included); ``params``: parameters.
     """
     total: int = 0
-    by_op: Dict[str, int] = field(default_factory=dict)
+    by_op: dict[str, int] = field(default_factory=dict)
     attention: int = 0
     params: int = 0
 
@@ -80,11 +81,11 @@ class FlopReport:
         return self.total / 1e9
 
 
-def _outer_attention_names(model: nn.Module) -> List[str]:
+def _outer_attention_names(model: nn.Module) -> list[str]:
     """Names, as ``FlopCounterMode`` keys them ('Root.sub.attn'), of the attention modules
     that are not inside another attention module (so nothing is counted twice)."""
     root = type(model).__name__
-    outer: List[str] = []
+    outer: list[str] = []
     for fqn, module in model.named_modules():  # parents come before their children
         inside = any(o == '' or fqn.startswith(o + '.') for o in outer)
         if not inside and any(word in type(module).__name__ for word in ATTENTION_WORDS):
@@ -122,7 +123,7 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def inline_attention_macs(n: int, c: int, heads: int, qkv_bias: bool = True) -> Dict[str, int]:
+def inline_attention_macs(n: int, c: int, heads: int, qkv_bias: bool = True) -> dict[str, int]:  # noqa: ARG001
     """Closed-form MACs of one InLine attention over n tokens and c channels, per image.
 
     The terms of ``forward_reference``; handy for tables and to see what dominates.

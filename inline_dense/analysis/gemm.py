@@ -6,7 +6,8 @@ by what a large square GEMM reaches in the same dtype at the same thread count: 
 model that is nothing but large GEMMs.
 """
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -35,15 +36,15 @@ def gemm_gflops(dtype: torch.dtype, n: int = GEMM_SIZE, reps: int = 10, device: 
     return 2 * n ** 3 / best / 1e9
 
 
-def gemm_rates(dtypes: Sequence[str] = ('fp32', 'bf16'), threads: Optional[int] = None, n: int = GEMM_SIZE,
-               reps: int = 10, device: str = 'cpu') -> Dict[str, object]:
+def gemm_rates(dtypes: Sequence[str] = ('fp32', 'bf16'), threads: int | None = None, n: int = GEMM_SIZE,
+               reps: int = 10, device: str = 'cpu') -> dict[str, object]:
     """{'fp32': GFLOP/s, 'bf16': GFLOP/s, ..., 'threads', 'size', 'bf16_unit'} at ``threads`` (None: torch's
     current count, restored after)."""
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        rates: Dict[str, object] = {name: round(gemm_gflops(DTYPES[name], n, reps, device), 1) for name in dtypes}
+        rates: dict[str, object] = {name: round(gemm_gflops(DTYPES[name], n, reps, device), 1) for name in dtypes}
         rates.update(threads=torch.get_num_threads(), size=n,
                      bf16_unit=cpu_bf16_unit() if device == 'cpu' else 'cuda')
     finally:
@@ -51,7 +52,7 @@ def gemm_rates(dtypes: Sequence[str] = ('fp32', 'bf16'), threads: Optional[int] 
     return rates
 
 
-def format_rates(rates: Dict[str, object]) -> str:
+def format_rates(rates: dict[str, object]) -> str:
     """One line: 'GEMM 1024^3, 1 thread(s), bf16 unit AVX512-BF16: fp32 150.2 GFLOP/s, bf16 420.0 GFLOP/s (2.80x)'."""
     names = [k for k in DTYPES if k in rates]
     figures = ', '.join(f'{k} {rates[k]} GFLOP/s' for k in names)
@@ -67,7 +68,7 @@ def share_of_rate(gflop: float, seconds: float, rate_gflops: float) -> float:
     return gflop / seconds / rate_gflops
 
 
-def share_rows(rows: List[Dict[str, Any]], rates: Dict[str, object]) -> List[Dict[str, Any]]:
+def share_rows(rows: list[dict[str, Any]], rates: dict[str, object]) -> list[dict[str, Any]]:
     """Per inference row with FLOPs: GFLOP, achieved GFLOP/s, share of its dtype's GEMM rate, and (for
     a reduced dtype) its time over the same model's fp32 row; also stored in each row."""
     fp32 = {(r['model'], r['height'], r['width']): r for r in rows if r.get('dtype', 'fp32') == 'fp32'}
@@ -91,7 +92,7 @@ def share_rows(rows: List[Dict[str, Any]], rates: Dict[str, object]) -> List[Dic
     return out
 
 
-def format_shares(rows: List[Dict[str, Any]]) -> str:
+def format_shares(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`share_rows`' rows."""
     lines = [f'{"model":28s} {"input":>10s} {"dtype":>5s} {"GFLOP":>7s} {"ms":>9s} {"GFLOP/s":>8s} '
              f'{"of GEMM":>8s} {"(CPU t)":>8s} {"vs fp32":>8s}']

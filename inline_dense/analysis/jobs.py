@@ -11,8 +11,9 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 
@@ -53,8 +54,8 @@ class Job:
     batch: int = 1
     warmup: int = 2
     runs: int = 5
-    threads: Optional[int] = None
-    config: Optional[str] = None
+    threads: int | None = None
+    config: str | None = None
     dtype: str = 'fp32'
     flops: bool = False
 
@@ -73,12 +74,12 @@ class Job:
         return Measurement(self.name, self.height, self.width, self.mode, self.device, self.batch,
                            threads, error=error, dtype=self.dtype)
 
-    def error_row(self, error: str) -> Dict[str, Any]:
+    def error_row(self, error: str) -> dict[str, Any]:
         return self.row(self.threads or 0, error).to_dict()
 
 
-def plan_jobs(entries: Sequence[Tuple[str, Optional[str]]], resolutions: Sequence[HW],
-              modes: Sequence[str], skip: Sequence[str] = (), **settings: Any) -> List[Job]:
+def plan_jobs(entries: Sequence[tuple[str, str | None]], resolutions: Sequence[HW],
+              modes: Sequence[str], skip: Sequence[str] = (), **settings: Any) -> list[Job]:
     """Every (entry, resolution, mode) but those whose label matches a ``skip`` glob.
 
     ``entries``: (label, config or None) as :func:`~inline_dense.analysis.zoo.model_entries`
@@ -132,15 +133,15 @@ def autocast_step(step: Callable[[], None], device: torch.device, dtype: torch.d
 
 
 def measure(model_name: str, height: int, width: int, mode: str = 'infer', device: str = 'cpu',
-            batch: int = 1, warmup: int = 2, runs: int = 5, threads: Optional[int] = None,
-            config: Optional[str] = None) -> Measurement:
+            batch: int = 1, warmup: int = 2, runs: int = 5, threads: int | None = None,
+            config: str | None = None) -> Measurement:
     """:func:`measure_job` by keywords; with ``config`` the row is labelled by the config."""
     label = model_name if config is None else config_label(config)
     return measure_job(Job(label, height, width, mode, device, batch, warmup, runs, threads, config))
 
 
 def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False,
-                      worker: str = 'inline_dense.analysis.worker') -> Dict[str, Any]:
+                      worker: str = 'inline_dense.analysis.worker') -> dict[str, Any]:
     """The job's row from a fresh ``python -m <worker>`` process (default the model zoo's); an error
     row when it crashed, was killed or ran past ``timeout`` seconds."""
     cmd = [sys.executable, '-m', worker, json.dumps(asdict(job))]
@@ -158,16 +159,16 @@ def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False,
 
 
 def run_sweep(jobs: Sequence[Job], rounds: int = 1, timeout: float = 3600, keep_freed: bool = False,
-              on_start: Optional[Callable[[str], None]] = None,
-              on_done: Optional[Callable[[], None]] = None,
-              worker: str = 'inline_dense.analysis.worker') -> List[Dict[str, Any]]:
+              on_start: Callable[[str], None] | None = None,
+              on_done: Callable[[], None] | None = None,
+              worker: str = 'inline_dense.analysis.worker') -> list[dict[str, Any]]:
     """Runs every job ``rounds`` times, interleaved (all jobs, then all again, ...), each in
     its own subprocess, and returns one pooled row per job in the order given.
 
     ``on_start(label)`` / ``on_done()`` are called around each run (for a progress bar); ``worker``:
     the module each subprocess runs (:func:`run_in_subprocess`).
     """
-    per_job: Dict[str, List[Dict[str, Any]]] = {job.label: [] for job in jobs}
+    per_job: dict[str, list[dict[str, Any]]] = {job.label: [] for job in jobs}
     for _ in range(rounds):
         for job in jobs:
             if on_start is not None:

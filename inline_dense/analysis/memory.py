@@ -7,7 +7,7 @@ import os
 import resource
 import sys
 import threading
-from typing import Any, Optional, Union
+from typing import Any
 
 import torch
 
@@ -33,7 +33,7 @@ def _ru_maxrss() -> int:
     return rss if sys.platform == 'darwin' else rss * 1024
 
 
-def _read_hwm() -> Optional[int]:
+def _read_hwm() -> int | None:
     try:
         with open('/proc/self/status') as f:
             for line in f:
@@ -57,7 +57,7 @@ class PeakRSS:
         self.method = ''
         self._base = 0
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._sampled = 0
 
     def __enter__(self) -> 'PeakRSS':
@@ -108,6 +108,6 @@ class PeakCuda:
         self.peak = torch.cuda.max_memory_allocated(self.device) - self._base
 
 
-def peak_tracker(device: torch.device) -> Union[PeakCuda, PeakRSS]:
+def peak_tracker(device: torch.device) -> PeakCuda | PeakRSS:
     """The tracker that fits ``device``."""
     return PeakCuda(device) if device.type == 'cuda' else PeakRSS()

@@ -1,12 +1,12 @@
 """The sweep's log-log figure: latency and peak memory against input pixels."""
 import io
 import math
-from typing import Any, Dict, List
+from typing import Any
 
 from ..checkpoint.atomic import write_output
 
 
-def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
+def plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
     """2 x modes grid: latency and peak memory against pixels, log-log, one line per model.
 
     An InLine model and its softmax counterpart share a colour (solid vs dashed); the dotted
@@ -56,7 +56,7 @@ def plot(rows: List[Dict[str, Any]], path: str, title: str) -> None:
     write_output(path, buffer.getvalue())
 
 
-def _log_axes(ax: Any, sizes: List[Any], label: str) -> None:
+def _log_axes(ax: Any, sizes: list[Any], label: str) -> None:
     """Log-log axes ticked at the measured sizes, plain numbers on y, grid and legend."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     ax.set_xscale('log')

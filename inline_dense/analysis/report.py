@@ -1,16 +1,17 @@
 """Text reports of benchmark rows, the machine they ran on, and a progress bar."""
+import itertools
 import math
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
 
-def fmt(value: Optional[float], digits: int = 1) -> str:
+def fmt(value: float | None, digits: int = 1) -> str:
     return '-' if value is None or (isinstance(value, float) and math.isnan(value)) else f'{value:.{digits}f}'
 
 
-def print_table(rows: List[Dict[str, Any]]) -> None:
+def print_table(rows: list[dict[str, Any]]) -> None:
     """One line per row: latency, throughput, peak memory, CPU time, and the spread or the error."""
     mw = max([24] + [len(r['model']) for r in rows])
     head = (f'{"model":{mw}s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s} '
@@ -24,7 +25,7 @@ def print_table(rows: List[Dict[str, Any]]) -> None:
               f'{r.get("error", "") or spread}')
 
 
-def print_comparisons(rows: List[Dict[str, Any]]) -> None:
+def print_comparisons(rows: list[dict[str, Any]]) -> None:
     """InLine / softmax ratios per resolution, and growth between consecutive resolutions."""
     index = {(r['model'], r['height'], r['width'], r['mode']): r for r in rows}
     models = list(dict.fromkeys(r['model'] for r in rows))
@@ -44,14 +45,14 @@ def print_comparisons(rows: List[Dict[str, Any]]) -> None:
         for mode in ('infer', 'train'):
             series = sorted((r for r in rows if r['model'] == m and r['mode'] == mode and not r.get('error')),
                             key=lambda r: r['pixels'])
-            for lo, hi in zip(series, series[1:]):
+            for lo, hi in itertools.pairwise(series):
                 mem = hi['peak_mib'] / lo['peak_mib'] if lo['peak_mib'] else math.nan
                 print(f'  {m:>16s} {mode:>5s} {lo["height"]}x{lo["width"]} -> {hi["height"]}x{hi["width"]}: '
                       f'pixels x{hi["pixels"] / lo["pixels"]:.2f}, time x{hi["median_ms"] / lo["median_ms"]:.2f}, '
                       f'memory x{fmt(mem, 2)}')
 
 
-def print_layer_table(payload: Dict[str, Any], rounds: int) -> None:
+def print_layer_table(payload: dict[str, Any], rounds: int) -> None:
     """The one-layer comparison of a ``kind='layer'`` payload, as multiples of the projections."""
     h, w = payload['grid']
     print(f'\nOne attention layer: {h}x{w} tokens, {payload["dims"]} channels, {payload["heads"]} heads, '
@@ -64,7 +65,7 @@ def print_layer_table(payload: Dict[str, Any], rounds: int) -> None:
               f'{r["cpu_ms"]:8.1f} {r["cpu_vs_projections"]:8.2f}')
 
 
-def _cpu_name() -> Optional[str]:
+def _cpu_name() -> str | None:
     try:
         with open('/proc/cpuinfo') as f:
             for line in f:
@@ -75,7 +76,7 @@ def _cpu_name() -> Optional[str]:
     return None
 
 
-def machine_info(device: str) -> Dict[str, Any]:
+def machine_info(device: str) -> dict[str, Any]:
     """python, torch, threads, cpu, cores, device (and gpu on CUDA) for the JSON and the plot title.
 
     Versions and GPU names come from mmengine's ``collect_env``; it has no CPU model, core or
@@ -96,7 +97,7 @@ def machine_info(device: str) -> Dict[str, Any]:
     return info
 
 
-def plot_title(payload: Dict[str, Any]) -> str:
+def plot_title(payload: dict[str, Any]) -> str:
     m = payload['machine']
     where = m.get('gpu', m['device']) if m['device'] != 'cpu' else f'{m["cpu"]}, {m["cores"]} cores'
     threads = {r.get('threads') for r in payload['results'] if r.get('threads')}

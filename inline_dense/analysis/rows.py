@@ -2,8 +2,9 @@
 pooling of several rounds of the same job into one row. Times in ms, memory in MiB."""
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any
 
 
 @dataclass
@@ -16,7 +17,7 @@ class Measurement:
     device: str
     batch: int
     threads: int
-    times_ms: List[float] = field(default_factory=list)
+    times_ms: list[float] = field(default_factory=list)
     median_ms: float = math.nan
     cpu_ms: float = math.nan  # median process CPU time per step, all threads
     throughput: float = math.nan  # images per second
@@ -30,19 +31,19 @@ class Measurement:
     def pixels(self) -> int:
         return self.height * self.width
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d['pixels'] = self.pixels
         return d
 
 
-def latency(times_ms: Sequence[float], batch: int) -> Tuple[float, float]:
+def latency(times_ms: Sequence[float], batch: int) -> tuple[float, float]:
     """(median ms per step, images per second at that median)."""
     median = statistics.median(times_ms)
     return median, batch * 1e3 / median
 
 
-def pool(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+def pool(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Merges the rounds of one job: all times pooled, median of them, median peak memory.
 
     A job that failed in every round gives its first error row.

@@ -17,9 +17,11 @@ interpolation.
     python tools/benchmark.py --scaling            # the full run (benchmarks/scaling_cpu.json + .png)
     python -m inline_dense.analysis.scaling JOB    # one job (what the sweep runs in each subprocess)
 """
+import itertools
 import math
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,7 +47,7 @@ class TimmFeatures(nn.Module):
         return self.vit.forward_features(x)
 
 
-def build(name: str, hw: Tuple[int, int]) -> nn.Module:
+def build(name: str, hw: tuple[int, int]) -> nn.Module:
     """One of :data:`MODELS` for an input of ``hw`` (random weights)."""
     if name == 'inline-deit-s':
         return InLineDeiT('small', with_cls_token=False, out_indices=(DEPTH - 1,), drop_path_rate=0.0)
@@ -63,7 +65,7 @@ def build(name: str, hw: Tuple[int, int]) -> nn.Module:
     return TimmFeatures(vit)
 
 
-def measure(job: jobs.Job) -> Dict[str, Any]:
+def measure(job: jobs.Job) -> dict[str, Any]:
     """The job's row, measured in this process (the shared timing loop and peak-memory tracker)."""
     from .memory import peak_tracker
     from .rows import latency
@@ -87,7 +89,7 @@ def measure(job: jobs.Job) -> Dict[str, Any]:
     return row.to_dict()
 
 
-def plan(sizes: Optional[Dict[str, Sequence[int]]] = None, **settings: Any) -> List[jobs.Job]:
+def plan(sizes: dict[str, Sequence[int]] | None = None, **settings: Any) -> list[jobs.Job]:
     """Every (model, size, mode): ``sizes`` per mode (default :data:`SIZES`), the models side by side at
     each size; ``settings``: the other :class:`~.jobs.Job` fields (device, warmup, runs, threads)."""
     sizes = SIZES if sizes is None else sizes
@@ -95,14 +97,14 @@ def plan(sizes: Optional[Dict[str, Sequence[int]]] = None, **settings: Any) -> L
             for mode, sides in sizes.items() for s in sides for model in MODELS]
 
 
-def _figure(rows: List[Dict[str, Any]], model: str, mode: str, side: int, key: str) -> float:
+def _figure(rows: list[dict[str, Any]], model: str, mode: str, side: int, key: str) -> float:
     for r in rows:
         if (r['model'], r['mode'], r['height']) == (model, mode, side) and not r.get('error'):
             return float(r[key])
     return math.nan
 
 
-def ratios(rows: List[Dict[str, Any]], time_key: str = 'median_ms') -> List[Tuple[str, float, str]]:
+def ratios(rows: list[dict[str, Any]], time_key: str = 'median_ms') -> list[tuple[str, float, str]]:
     """The figures issue 40 asks of the run: (what, measured, its bound), the times read from
     ``time_key`` (``median_ms``, wall; or ``cpu_ms``, the process's CPU time)."""
     inline, vitdet, glob = MODELS
@@ -119,7 +121,7 @@ def ratios(rows: List[Dict[str, Any]], time_key: str = 'median_ms') -> List[Tupl
     ]
 
 
-def print_report(rows: List[Dict[str, Any]]) -> None:
+def print_report(rows: list[dict[str, Any]]) -> None:
     """The table of every row, the growth per doubling of the side, and :func:`ratios`."""
     report.print_table(rows)
     print('\ngrowth of the forward time per doubling of the side:')
@@ -127,7 +129,7 @@ def print_report(rows: List[Dict[str, Any]]) -> None:
         sides = sorted({r['height'] for r in rows
                         if r['model'] == model and r['mode'] == 'infer' and not r.get('error')})
         times = {s: _figure(rows, model, 'infer', s, 'median_ms') for s in sides}
-        steps = [f'{a}->{b}: {times[b] / times[a]:.2f}x' for a, b in zip(sides, sides[1:])]
+        steps = [f'{a}->{b}: {times[b] / times[a]:.2f}x' for a, b in itertools.pairwise(sides)]
         print(f'  {model}: ' + (', '.join(steps) or 'n/a'))
     print()
     for what, value, bound in ratios(rows):
@@ -139,8 +141,8 @@ def print_report(rows: List[Dict[str, Any]]) -> None:
             print(f'  {what}: {value:.3g} (issue 40: {bound})')
 
 
-def run(sizes: Optional[Dict[str, Sequence[int]]] = None, rounds: int = 1, timeout: float = 3600,
-        keep_freed: bool = False, **settings: Any) -> List[Dict[str, Any]]:
+def run(sizes: dict[str, Sequence[int]] | None = None, rounds: int = 1, timeout: float = 3600,
+        keep_freed: bool = False, **settings: Any) -> list[dict[str, Any]]:
     """Every job of :func:`plan` in its own subprocess (``rounds`` times, interleaved); the pooled rows."""
     planned = plan(sizes, **settings)
     with report.JobProgress(len(planned) * rounds, 'scaling') as bar:
@@ -148,7 +150,7 @@ def run(sizes: Optional[Dict[str, Sequence[int]]] = None, rounds: int = 1, timeo
                               worker=__name__)
 
 
-def benchmark(args: Any) -> Dict[str, Any]:
+def benchmark(args: Any) -> dict[str, Any]:
     """``tools/benchmark.py --scaling [SIDE ...]``: the run and its payload (kind 'scaling'), report printed.
     No sides: :data:`SIZES`; else those square sides, forward and forward + backward (``--modes``)."""
     sides = args.scaling

@@ -4,7 +4,8 @@ Every latency the package reports (sweeps and the one-layer ablation) comes from
 :func:`time_calls`: wall time and process CPU time of each call, after warm-up calls.
 """
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -12,14 +13,14 @@ from torch import nn
 from ..runtime import tensors_in
 
 
-def sync(device: Optional[torch.device]) -> None:
+def sync(device: torch.device | None) -> None:
     """Waits for queued CUDA work on ``device`` (nothing to do on the CPU)."""
     if device is not None and device.type == 'cuda':
         torch.cuda.synchronize(device)
 
 
 def time_calls(step: Callable[[], Any], warmup: int, runs: int,
-               device: Optional[torch.device] = None) -> Tuple[List[float], List[float]]:
+               device: torch.device | None = None) -> tuple[list[float], list[float]]:
     """Calls ``step`` ``warmup`` times, then returns the wall times and the process CPU times
     (ms, all threads together) of ``runs`` more calls.
 

@@ -6,12 +6,13 @@ as a ``RESULT {json}`` line; a failure is reported as an error row rather than a
 import json
 import sys
 import traceback
-from typing import Any, Callable, Dict, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .jobs import RESULT_PREFIX, Job, measure_job
 
 
-def run_worker(spec_json: str, measure: Optional[Callable[[Job], Dict[str, Any]]] = None) -> None:
+def run_worker(spec_json: str, measure: Callable[[Job], dict[str, Any]] | None = None) -> None:
     """Measures the job given as JSON and prints its row (an error row if it raised); ``measure``
     replaces the model zoo's measurement (the scaling figure's models, :mod:`.scaling`)."""
     job = Job(**json.loads(spec_json))

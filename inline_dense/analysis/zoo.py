@@ -8,7 +8,7 @@ same preset. A config path gives a whole mmdet/mmseg model
 import functools
 import os
 import sys
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from torch import nn
 
@@ -36,11 +36,11 @@ def build_baseline(baseline: Baseline, preset: Preset) -> nn.Module:
     return getattr(backbones, baseline.mmdet_class)(**baseline.kwargs(preset))
 
 
-def backbone_zoo() -> Dict[str, Callable[[], nn.Module]]:
+def backbone_zoo() -> dict[str, Callable[[], nn.Module]]:
     """Name -> builder, in the order the help text lists them: per variant of the table
     (:mod:`inline_dense.variants`; ``inline-<family>-<size>`` is the family's class on the variant's
     preset), then the mmdet softmax backbone of the same preset where the family has one."""
-    zoo: Dict[str, Callable[[], nn.Module]] = {}
+    zoo: dict[str, Callable[[], nn.Module]] = {}
     for name, entry in variants.VARIANTS.items():
         spec = registry.FAMILIES[entry.family]
         zoo[str(variants.zoo_name(name))] = functools.partial(build_inline, spec, entry.arch)
@@ -55,12 +55,12 @@ def config_label(config: str) -> str:
     return os.path.splitext(os.path.basename(config))[0]
 
 
-def model_entries(models: Sequence[str], configs: Sequence[str]) -> List[Tuple[str, Optional[str]]]:
+def model_entries(models: Sequence[str], configs: Sequence[str]) -> list[tuple[str, str | None]]:
     """(label, config path or None) for the named backbones, then the configs."""
     return [(m, None) for m in models] + [(config_label(c), c) for c in configs]
 
 
-def check_entries(models: Sequence[str], configs: Sequence[str]) -> Optional[str]:
+def check_entries(models: Sequence[str], configs: Sequence[str]) -> str | None:
     """A message naming the unknown models / missing config files, or None when all are fine."""
     zoo = backbone_zoo()
     unknown = [m for m in models if m not in zoo]
@@ -79,7 +79,7 @@ def build_backbone(name: str) -> nn.Module:
     return zoo[name]()
 
 
-def build_model(name: Optional[str] = None, config: Optional[str] = None) -> nn.Module:
+def build_model(name: str | None = None, config: str | None = None) -> nn.Module:
     """A backbone by zoo name, or the whole model of an mmdet/mmseg config."""
     if config is not None:
         if not os.path.isfile(config):

@@ -2,12 +2,11 @@
 cache, and the one the training checkpoints are held to (``engine.checkpointing``, ``resume_checks``)."""
 import zipfile
 from pathlib import Path
-from typing import Optional
 
 from . import safe_unpickle
 
 
-def archive_problem(path: Path, thorough: bool = True) -> Optional[str]:
+def archive_problem(path: Path, thorough: bool = True) -> str | None:
     """Why ``path`` is not a complete checkpoint file, or None when it is one.
 
     A zip archive (``torch.save``'s format) must open (a cut file loses the central directory

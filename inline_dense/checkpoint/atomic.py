@@ -18,8 +18,9 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator, Union
+from typing import IO, Union
 
 from .errors import CheckpointError
 
@@ -131,7 +132,7 @@ def atomic_write_text(dst: PathLike, text: str) -> None:
     atomic_write_bytes(dst, text.encode())
 
 
-def write_output(dst: PathLike, data: Union[bytes, str]) -> None:
+def write_output(dst: PathLike, data: bytes | str) -> None:
     """A tool's output file (JSON, plot, picture): :func:`output_target`'s rule, the directory
     made if missing, then written atomically."""
     os.makedirs(os.path.dirname(os.path.abspath(output_target(dst))), exist_ok=True)

@@ -32,7 +32,7 @@ import re
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any
 
 import filelock
 
@@ -67,7 +67,7 @@ def checkpoint_cache() -> Path:
     return cache_root() / 'checkpoints'
 
 
-def entry_name(url: str, stem: Optional[str] = None) -> str:
+def entry_name(url: str, stem: str | None = None) -> str:
     """The cache file name of ``url``: ``<stem>-<12 hex digits of sha256(url)>.pth``; the stem is
     ``stem`` when given (the short name of a published URL), else the URL's last path part (the
     ``<id>`` of ``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``) without its extension."""
@@ -92,7 +92,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_record(path: Path) -> Optional[Dict[str, Any]]:
+def read_record(path: Path) -> dict[str, Any] | None:
     """The record of ``path``; None when there is none or it is not a JSON object."""
     try:
         with open(record_path(path)) as f:
@@ -102,7 +102,7 @@ def read_record(path: Path) -> Optional[Dict[str, Any]]:
     return data if isinstance(data, dict) else None
 
 
-def write_record(path: Path, record: Dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
     """Atomically writes ``record`` as ``<path>.json``."""
     atomic_write_bytes(record_path(path), json.dumps(record, indent=1, sort_keys=True).encode())
 
@@ -111,7 +111,7 @@ def delete_hint(path: Path) -> str:
     return f'delete {path} and its record {record_path(path)}'
 
 
-def verify(path: Path, url: str) -> Dict[str, Any]:
+def verify(path: Path, url: str) -> dict[str, Any]:
     """Checks a cached download against its record: it must come from ``url`` and still have the
     recorded sha256. Returns the record; raises :class:`CorruptCacheError` otherwise."""
     record = read_record(path)
@@ -146,7 +146,7 @@ def lock(cache_dir: Path, name: str) -> filelock.FileLock:
     return filelock.FileLock(str(path))
 
 
-def fetch(url: str, stem: Optional[str], allow_download: bool, hint: str, what: str) -> Path:
+def fetch(url: str, stem: str | None, allow_download: bool, hint: str, what: str) -> Path:
     """The verified entry of ``url`` (named with ``stem``), downloaded first if absent.
 
     ``hint`` ends the error messages (where to put the file by hand); ``what`` names the request
@@ -171,8 +171,8 @@ def _download(url: str, path: Path, hint: str) -> Path:
     """Downloads ``url`` as the entry ``path`` (the caller holds its lock) and returns ``path``: a
     temporary file in the cache, the transfer, the completeness check, the record, the rename. On
     any failure the temporary file and the record are removed; a full disk is named with the fix."""
-    tmp: Optional[Path] = None
-    record: Optional[Dict[str, Any]] = None
+    tmp: Path | None = None
+    record: dict[str, Any] | None = None
     try:
         tmp = Path(temporary_path(path))
         with open(tmp, 'wb') as out:
@@ -199,7 +199,7 @@ def _download(url: str, path: Path, hint: str) -> Path:
     return path
 
 
-def _size(path: Optional[Path]) -> int:
+def _size(path: Path | None) -> int:
     """The size of ``path`` on disk, 0 when there is none."""
     try:
         return path.stat().st_size if path is not None else 0
@@ -208,7 +208,7 @@ def _size(path: Optional[Path]) -> int:
 
 
 # ---------------------------------------------------------------------- files placed by hand
-def adopt(path: Path, url: Optional[str], what: str) -> Path:
+def adopt(path: Path, url: str | None, what: str) -> Path:
     """``path``, a file placed in the cache by hand for ``what`` (``inline://<variant>``, published
     at ``url``). Adopted earlier (a record with a sha256 beside it), it must still have that sha256;
     otherwise it must read as a checkpoint, and its sha256 is recorded (skipped in a read-only cache)."""

@@ -17,8 +17,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Dict, Iterator, Optional
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,12 @@ def _now() -> str:
 
 
 @contextlib.contextmanager
-def _progress(total: Optional[int], label: str) -> Iterator[Callable[[int], None]]:
+def _progress(total: int | None, label: str) -> Iterator[Callable[[int], None]]:
     """Yields ``advance(n_bytes)`` for a tqdm bar (tqdm comes with timm and mmengine; without it, none)."""
     try:
         from tqdm import tqdm  # optional: progress bars only
     except ImportError:
-        yield lambda n: None
+        yield lambda _: None
         return
     with tqdm(total=total, unit='B', unit_scale=True, unit_divisor=1024, desc=label) as bar:
         yield bar.update
@@ -61,7 +62,7 @@ def quote_url(url: str) -> str:
     return urllib.parse.quote(url, safe=URL_SAFE)
 
 
-def transfer(url: str, out: BinaryIO, manual_hint: str, dest: Path) -> Dict[str, Any]:
+def transfer(url: str, out: BinaryIO, manual_hint: str, dest: Path) -> dict[str, Any]:
     """Streams the body of ``url`` into ``out``; returns its record: url, final_url, sha256, size,
     downloaded_at.
 

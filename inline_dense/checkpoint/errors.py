@@ -6,7 +6,7 @@ The advice is passed explicitly, from the API the user called down to the messag
 functions speak plain PyTorch (:data:`CORE`); each adapter passes its own (:data:`INIT_CFG` for
 OpenMMLab's ``init_cfg``, timm's ``pretrained_cfg_overlay``, smp's ``encoder_weights``, torchvision's
 ``weights``)."""
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 
 class CheckpointError(RuntimeError):
@@ -18,8 +18,8 @@ class Advice(NamedTuple):
     (``init_cfg`` for OpenMMLab, ``pretrained_cfg_overlay`` for timm, ``encoder_weights`` for smp)."""
     other_file: str                  # how to load another file: "point init_cfg.checkpoint at a good file"
     no_weights: str                  # how to go without: "set init_cfg=None to train from scratch"
-    short_name: Optional[str] = None  # how to name a short name, '{name}' for it; None: not an option here
-    elsewhere: Optional[str] = None  # how to load a file saved anywhere (a download's hint); None: other_file
+    short_name: str | None = None  # how to name a short name, '{name}' for it; None: not an option here
+    elsewhere: str | None = None  # how to load a file saved anywhere (a download's hint); None: other_file
 
     def ending(self, first: str = '') -> str:
         """``'Point init_cfg.checkpoint at a good file, or set init_cfg=None to train from scratch.'``,

@@ -4,7 +4,8 @@ One NaN in a weight makes every output of the layers after it NaN: a detector th
 nothing (mmdet reports an empty result, AP 0) and a training run's losses turn NaN at the first
 step. Such a file is refused where it is loaded, naming the tensors, instead of being used.
 """
-from typing import Any, List, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -17,7 +18,7 @@ class NonFiniteWeightsError(CheckpointError):
     """A checkpoint whose weights hold NaN or infinite values."""
 
 
-def nonfinite_tensors(state: Mapping[str, Any]) -> List[str]:
+def nonfinite_tensors(state: Mapping[str, Any]) -> list[str]:
     """``'key (n NaN, m inf of N)'`` for every floating-point tensor of ``state`` with a NaN or an
     infinity, in the mapping's order; other entries are ignored."""
     found = []

@@ -17,7 +17,8 @@ through :func:`load_file` (a checkpoint name) or :func:`load_state` (tensors in 
 Errors end with the caller's advice (:class:`~inline_dense.checkpoint.errors.Advice`).
 """
 import logging
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Protocol, Tuple, Union, cast
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol, cast
 
 import torch
 from torch import nn
@@ -34,21 +35,21 @@ log = logging.getLogger(__name__)
 OUTPUT_NORMS = ('out_norms.',)  # per-stage output norms: a classification checkpoint has none
 EXAMPLES = 8
 
-Convert = Callable[[StateDict], Tuple[StateDict, List[str]]]
+Convert = Callable[[StateDict], tuple[StateDict, list[str]]]
 """A layout conversion: state -> (state in the model's keys, keys dropped as unused)."""
 
 
 class Convertible(Protocol):
     """A model that converts the authors' key layout itself (the InLine backbones)."""
 
-    def convert_pretrained(self, state_dict: StateDict) -> Tuple[StateDict, List[str]]: ...
+    def convert_pretrained(self, state_dict: StateDict) -> tuple[StateDict, list[str]]: ...
 
 
 class Allowed(NamedTuple):
     """What may legitimately differ between a checkpoint and its model, as key prefixes."""
-    missing: Tuple[str, ...] = ()  # model keys the checkpoint may lack: they keep their initial values
-    unused: Tuple[str, ...] = ()   # checkpoint keys the model may lack: dropped
-    resized: Tuple[str, ...] = ()  # checkpoint keys of another shape (a head of another class count): dropped, logged
+    missing: tuple[str, ...] = ()  # model keys the checkpoint may lack: they keep their initial values
+    unused: tuple[str, ...] = ()   # checkpoint keys the model may lack: dropped
+    resized: tuple[str, ...] = ()  # checkpoint keys of another shape (a head of another class count): dropped, logged
 
 
 NOTHING = Allowed()
@@ -57,9 +58,9 @@ NOTHING = Allowed()
 
 class Loaded(NamedTuple):
     """What :func:`load_state` did, by key."""
-    loaded: List[str]
-    dropped: List[str]  # checkpoint keys not loaded (unused or resized)
-    fresh: List[str]    # model keys the checkpoint did not give
+    loaded: list[str]
+    dropped: list[str]  # checkpoint keys not loaded (unused or resized)
+    fresh: list[str]    # model keys the checkpoint did not give
 
 
 class IntegerWeightsError(CheckpointError):
@@ -67,7 +68,7 @@ class IntegerWeightsError(CheckpointError):
 
 
 def compare(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
-            allowed: Allowed = NOTHING) -> Tuple[List[str], List[str], List[str]]:
+            allowed: Allowed = NOTHING) -> tuple[list[str], list[str], list[str]]:
     """(missing, unexpected, shape mismatches as 'key: checkpoint (..) vs model (..)'), less ``allowed``."""
     missing = [k for k in model_state if k not in state and not k.startswith(allowed.missing)]
     unexpected = [k for k in state if k not in model_state and not k.startswith(allowed.unused)]
@@ -77,13 +78,13 @@ def compare(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torch.T
     return missing, unexpected, mismatched
 
 
-def _examples(keys: List[str]) -> str:
+def _examples(keys: list[str]) -> str:
     """'(backbone 30, roi_head 12): k1, k2, ...': counts per top-level module, then examples taken
     from each module in turn."""
-    groups: Dict[str, List[str]] = {}
+    groups: dict[str, list[str]] = {}
     for k in keys:
         groups.setdefault(k.split('.')[0].split(':')[0], []).append(k)
-    picks: List[str] = []
+    picks: list[str] = []
     for rank in range(max(len(g) for g in groups.values())):
         picks += [g[rank] for g in groups.values() if rank < len(g)]
     more = f', ... ({len(keys) - EXAMPLES} more)' if len(keys) > EXAMPLES else ''
@@ -92,7 +93,7 @@ def _examples(keys: List[str]) -> str:
 
 
 def fit_report(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
-               allowed: Allowed = NOTHING) -> List[str]:
+               allowed: Allowed = NOTHING) -> list[str]:
     """Lines describing what does not match, [] when everything does."""
     missing, unexpected, mismatched = compare(model_state, state, allowed)
     return [f'  {len(keys)} {title} {_examples(keys)}'
@@ -101,7 +102,7 @@ def fit_report(model_state: Mapping[str, torch.Tensor], state: Mapping[str, torc
                                 ('with another shape', mismatched)) if keys]
 
 
-def integer_weights(state: Mapping[str, Any], model_state: Mapping[str, torch.Tensor]) -> List[str]:
+def integer_weights(state: Mapping[str, Any], model_state: Mapping[str, torch.Tensor]) -> list[str]:
     """``'key (torch.int64 for torch.float32)'`` for every entry stored as an integer (or bool)
     tensor where the model has a floating-point one: ``load_state_dict`` would cast it silently."""
     return [f'{k} ({v.dtype} for {model_state[k].dtype})' for k, v in state.items()
@@ -110,7 +111,7 @@ def integer_weights(state: Mapping[str, Any], model_state: Mapping[str, torch.Te
 
 
 def check_weights(state: Mapping[str, Any], source: str, fix: str,
-                  model_state: Optional[Mapping[str, torch.Tensor]] = None, integer_fix: Optional[str] = None) -> None:
+                  model_state: Mapping[str, torch.Tensor] | None = None, integer_fix: str | None = None) -> None:
     """Refuses NaN / inf (:class:`~inline_dense.checkpoint.finite.NonFiniteWeightsError`) and, given
     the model's state, integer tensors for its floating-point weights (:class:`IntegerWeightsError`);
     ``fix`` (``integer_fix`` for the latter, when given) ends the message."""
@@ -152,8 +153,8 @@ def load_state(model: nn.Module, state: Mapping[str, torch.Tensor], source: str,
     return Loaded(list(usable), [k for k in state if k not in model_state] + resized, fresh)
 
 
-def load_file(model: nn.Module, checkpoint: Union[str, Mapping[str, Any]], *, convert: Optional[Convert] = None,
-              within: Optional[str] = 'backbone.', weights: str = 'auto', prefix: str = '', map_location: Any = 'cpu',
+def load_file(model: nn.Module, checkpoint: str | Mapping[str, Any], *, convert: Convert | None = None,
+              within: str | None = 'backbone.', weights: str = 'auto', prefix: str = '', map_location: Any = 'cpu',
               allowed: Allowed = NOTHING, advice: Advice = CORE, why: str = '',
               example: str = variants.EXAMPLE) -> Loaded:
     """Loads ``checkpoint`` (``inline://<variant>``, an http(s) or file:// URL, or a path) into ``model``.
@@ -181,12 +182,12 @@ def load_file(model: nn.Module, checkpoint: Union[str, Mapping[str, Any]], *, co
     return done._replace(dropped=dropped)
 
 
-def _as_is(state: StateDict) -> Tuple[StateDict, List[str]]:
+def _as_is(state: StateDict) -> tuple[StateDict, list[str]]:
     return state, []
 
 
 def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
-                    map_location: Any = 'cpu', advice: Advice = CORE) -> List[str]:
+                    map_location: Any = 'cpu', advice: Advice = CORE) -> list[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
 
     ``checkpoint``: ``inline://<variant>``, a URL (resolved to a local file, downloaded into the
@@ -206,10 +207,10 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
                      example=variants.example_of_class(type(model).__name__)).dropped
 
 
-def _summary(keys: List[str]) -> str:
+def _summary(keys: list[str]) -> str:
     if not keys:
         return 'none'
-    groups: Dict[str, int] = {}
+    groups: dict[str, int] = {}
     for k in keys:
         name = k.rsplit('.', 1)[0].split('.')[0] if k.startswith(('head', 'out_norms')) else k.rsplit('.', 1)[-1]
         groups[name] = groups.get(name, 0) + 1

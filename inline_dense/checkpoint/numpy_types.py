@@ -4,7 +4,8 @@ Runner checkpoints (mmengine) and many training scripts pickle numpy arrays and 
 ``best_score``); building one only makes data. Numbers and bools only: an object array's dtype
 (``'O'``) is not among them.
 """
-from typing import Any, Callable, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,7 @@ import numpy as np
 NUMERIC_DTYPE_CODES = ('?', 'b', 'B', 'h', 'H', 'i', 'I', 'l', 'L', 'q', 'Q', 'e', 'f', 'd', 'g', 'F', 'D', 'G')
 
 
-def _numpy_core_names() -> List[Tuple[Callable, str]]:
+def _numpy_core_names() -> list[tuple[Callable, str]]:
     """numpy's array/scalar rebuilders under both module paths: ``numpy._core`` (numpy 2)
     and ``numpy.core`` (numpy 1), so files written with either numpy load with either."""
     try:
@@ -26,7 +27,7 @@ def _numpy_core_names() -> List[Tuple[Callable, str]]:
     return pairs
 
 
-def numpy_safe_globals() -> List[Tuple[Any, str]]:
+def numpy_safe_globals() -> list[tuple[Any, str]]:
     """Every entry as (object, its pickle name): ``ndarray``, ``dtype``, the numeric dtype classes
     and the array/scalar rebuilders."""
     dtype_classes = [(cls, f'{cls.__module__}.{cls.__qualname__}')

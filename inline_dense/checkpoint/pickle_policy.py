@@ -2,7 +2,8 @@
 and the inert :class:`PickledObject` that stands in for objects of any other class."""
 import builtins
 import pickle
-from typing import Any, Dict, Iterable, Tuple
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ DENIED_MODULES = frozenset({
     'torch.jit', 'torch.hub', 'torch.package', 'torch.utils.cpp_extension', 'torch.cuda', 'torch.multiprocessing'})
 # (object, 'module.Name') entries another library's adapter adds (:func:`add_allowed_globals`): the
 # OpenMMLab adapter adds mmengine's ``HistoryBuffer``, which this torch-only package does not import.
-_ADDED: Dict[str, Any] = {}
+_ADDED: dict[str, Any] = {}
 # Safe builtins beyond torch's list: containers and scalars (calling them only builds data).
 _SAFE_BUILTINS = ('set', 'frozenset', 'complex', 'slice', 'bytearray', 'range', 'object', 'dict', 'list',
                   'tuple', 'int', 'float', 'str', 'bool', 'bytes')
@@ -86,7 +87,7 @@ class PickledObject(dict):
         return f'<{self.pickle_name} as data: {", ".join(parts)[:300]}>'
 
 
-def _reconstructor_stand_in(cls: Any, base: Any, state: Any) -> Any:
+def _reconstructor_stand_in(cls: Any, base: Any, state: Any) -> Any:  # noqa: ARG001
     """``copyreg._reconstructor`` (protocol 0/1 objects) for placeholder classes only."""
     if isinstance(cls, type) and issubclass(cls, PickledObject) and base in (object, dict, list):
         return cls()
@@ -99,13 +100,13 @@ def is_denied(module: str) -> bool:
     return any('.'.join(parts[:i]) in DENIED_MODULES for i in range(1, len(parts) + 1))
 
 
-def add_allowed_globals(entries: Iterable[Tuple[Any, str]]) -> None:
+def add_allowed_globals(entries: Iterable[tuple[Any, str]]) -> None:
     """Adds ``(object, 'module.Name')`` entries to :func:`allowed_globals` (idempotent); the
     OpenMMLab adapter adds mmengine's checkpoint types (``inline_dense.openmmlab.mmengine_types``)."""
     _ADDED.update({name: obj for obj, name in entries})
 
 
-def allowed_globals() -> Dict[str, Any]:
+def allowed_globals() -> dict[str, Any]:
     """'module.name' -> object: torch's own ``weights_only`` list, the entries an adapter added
     (:func:`add_allowed_globals`: mmengine's checkpoint types), numpy's arrays and scalars
     (``numpy_types``), safe builtins.
@@ -122,7 +123,7 @@ def allowed_globals() -> Dict[str, Any]:
         raise RefusedPickle(f'torch {torch.__version__} has no weights_only allow-list where inline_dense reads it '
                             f'(torch._weights_only_unpickler._get_allowed_globals), so nothing beyond tensors can be '
                             f'read safely; install the torch of requirements/lock.txt') from exc
-    out: Dict[str, Any] = dict(torch_allowed)  # vetted by torch (e.g. _codecs.encode only builds bytes)
+    out: dict[str, Any] = dict(torch_allowed)  # vetted by torch (e.g. _codecs.encode only builds bytes)
     out.update(_ADDED)
     out.update({name: obj for obj, name in numpy_safe_globals()})
     out.update({f'builtins.{n}': getattr(builtins, n) for n in _SAFE_BUILTINS})

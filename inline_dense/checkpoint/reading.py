@@ -5,7 +5,8 @@ import os
 import pickle
 import struct
 import zipfile
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -76,8 +77,8 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
 
 # What a damaged or foreign file makes torch's reader or the restricted one raise. Anything else
 # (a TypeError in the loader, say) is a bug and propagates as it is.
-UNREADABLE = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError, IndexError, struct.error,
-              pickle.UnpicklingError) + SAFETENSORS_ERRORS
+UNREADABLE: tuple[type[BaseException], ...] = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError,
+                                                IndexError, struct.error, pickle.UnpicklingError, *SAFETENSORS_ERRORS)
 _CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
 
 
@@ -98,7 +99,7 @@ def _unreadable(path: str, exc: BaseException) -> CheckpointError:
     return CheckpointError(f'{path!r} is not a readable PyTorch checkpoint: {why}.{where}')
 
 
-def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> Tuple[Mapping, str]:
+def select_weights(obj: Mapping, weights: str = 'auto', source: str = 'checkpoint') -> tuple[Mapping, str]:
     """The weights mapping inside ``obj`` and which one it is.
 
     ``weights``: ``'auto'`` (EMA weights if the file has them, else the model's), ``'model'``,
@@ -128,7 +129,7 @@ def state_dict_of(obj: Mapping, source: str = 'checkpoint', weights: str = 'auto
     return tensors_of(select_weights(obj, weights, source)[0], source)
 
 
-def tensors_of(obj: Mapping, source: str, within: Optional[str] = 'backbone.') -> StateDict:
+def tensors_of(obj: Mapping, source: str, within: str | None = 'backbone.') -> StateDict:
     """``obj``'s entries without a DataParallel ``module.`` prefix; when some keys start with
     ``within`` (a detector's ``backbone.``), only those, without it. Raises CheckpointError when
     an entry is not a tensor or nothing is left."""
@@ -142,7 +143,7 @@ def tensors_of(obj: Mapping, source: str, within: Optional[str] = 'backbone.') -
     return state
 
 
-def with_prefix(state: Mapping[str, Any], prefix: str, source: str) -> Dict[str, Any]:
+def with_prefix(state: Mapping[str, Any], prefix: str, source: str) -> dict[str, Any]:
     """The entries under ``prefix`` with it removed, as mmengine's ``Pretrained(prefix=...)`` takes a
     backbone out of a detector's checkpoint."""
     prefix = prefix if prefix.endswith('.') else prefix + '.'

@@ -40,7 +40,8 @@ import struct
 import sys
 import zipfile
 from collections import Counter, OrderedDict
-from typing import Any, Callable, ClassVar, Dict, List, Set, Tuple
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 
@@ -72,19 +73,19 @@ def _lookup_loaded(module: str, name: str) -> Any:
 class RestrictedUnpickler(pickle._Unpickler):
     """See the module docstring. ``placeholders`` collects the names turned into data."""
 
-    allowed: Dict[str, Any] = {}
-    placeholders: Set[str]
+    allowed: ClassVar[dict[str, Any]] = {}
+    placeholders: set[str]
     # set by pickle's pure-Python unpickler at run time; declared for the type checker (typeshed omits them)
-    stack: List[Any]
+    stack: list[Any]
     append: Callable[[Any], None]
-    pop_mark: Callable[[], List[Any]]
+    pop_mark: Callable[[], list[Any]]
     proto: int
     fix_imports: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.placeholders = set()
-        self._classes: Dict[str, type] = {}
+        self._classes: dict[str, type] = {}
         self._callable_ids = {id(v) for v in self.allowed.values()}
 
     # ------------------------------------------------------------------ globals
@@ -114,7 +115,7 @@ class RestrictedUnpickler(pickle._Unpickler):
     def _is_placeholder(self, obj: Any) -> bool:
         return isinstance(obj, type) and issubclass(obj, PickledObject)
 
-    def _call(self, func: Any, args: Tuple, how: str) -> Any:
+    def _call(self, func: Any, args: tuple, how: str) -> Any:
         if self._is_placeholder(func):
             last = func.pickle_name.rsplit('.', 1)[-1]
             if how == 'REDUCE' and not func.pickle_verified and not last[:1].isupper():
@@ -133,7 +134,7 @@ class RestrictedUnpickler(pickle._Unpickler):
                                       f'arguments failed ({type(exc).__name__}: {str(exc)[:120]})') from exc
         raise RefusedPickle(f'it calls {func!r} ({how}), which is not on the allow-list')
 
-    def _new(self, cls: Any, args: Tuple, kwargs: Dict[str, Any]) -> Any:
+    def _new(self, cls: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         if self._is_placeholder(cls):
             return cls(*args, **kwargs)
         if isinstance(cls, type) and id(cls) in self._callable_ids:
@@ -157,7 +158,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         cls = self.stack.pop()
         self.append(self._new(cls, args, kwargs))
 
-    def _instantiate(self, klass: Any, args: List[Any]) -> None:  # INST / OBJ
+    def _instantiate(self, klass: Any, args: list[Any]) -> None:  # INST / OBJ
         self.append(self._call(klass, tuple(args), 'INST'))
 
     def load_build(self) -> None:
@@ -188,7 +189,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             raise RefusedPickle(f'it sets the state of {inst!r:.80} (BUILD), which is not allowed')
 
     # ------------------------------------------------------------------ containers
-    def _target(self, kinds: Tuple[type, ...], opcode: str) -> Any:
+    def _target(self, kinds: tuple[type, ...], opcode: str) -> Any:
         target = self.stack[-1]
         if type(target) in kinds or isinstance(target, PickledObject):
             return target
@@ -231,7 +232,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             # an opcode without its operands (IndexError: the stack is empty), an unknown opcode (KeyError)
             raise MalformedPickle(f'the pickle is malformed ({type(exc).__name__}: {str(exc)[:120]})') from exc
 
-    dispatch: ClassVar[Dict[int, Callable[..., None]]] = dict(pickle._Unpickler.dispatch)
+    dispatch: ClassVar[dict[int, Callable[..., None]]] = dict(pickle._Unpickler.dispatch)
     dispatch[pickle.REDUCE[0]] = load_reduce
     dispatch[pickle.NEWOBJ[0]] = load_newobj
     dispatch[pickle.NEWOBJ_EX[0]] = load_newobj_ex
@@ -243,7 +244,7 @@ class RestrictedUnpickler(pickle._Unpickler):
     dispatch[pickle.ADDITEMS[0]] = load_additems
 
 
-def _pickle_module(report: Set[str]) -> Any:
+def _pickle_module(report: set[str]) -> Any:
     """A module-like object for ``torch.load(pickle_module=...)`` whose Unpickler is restricted
     and adds the placeholder names it creates to ``report``."""
     allowed = allowed_globals()
@@ -283,7 +284,7 @@ def loads(data: bytes) -> Any:
     return _pickle_module(set()).Unpickler(io.BytesIO(data)).load()
 
 
-def load(path: str, map_location: Any = 'cpu') -> Tuple[Any, List[str]]:
+def load(path: str, map_location: Any = 'cpu') -> tuple[Any, list[str]]:
     """Reads the checkpoint at ``path`` under the contract above.
 
     Returns (object, sorted names of the classes kept as :class:`PickledObject` data).
@@ -292,7 +293,7 @@ def load(path: str, map_location: Any = 'cpu') -> Tuple[Any, List[str]]:
     ``torch.jit.load``), and torch's own errors for an unreadable file.
     """
     refuse_torchscript(path)
-    report: Set[str] = set()
+    report: set[str] = set()
     obj = torch.load(path, map_location=map_location, weights_only=False, pickle_module=_pickle_module(report))
     return obj, sorted(report)
 

@@ -4,10 +4,9 @@
 derives from ``Exception`` only: without this, a damaged file would escape the loader's
 "unreadable checkpoint" message as a raw error. Empty where the package is not installed.
 """
-from typing import Tuple, Type
 
 try:
     from safetensors import SafetensorError
-    SAFETENSORS_ERRORS: Tuple[Type[BaseException], ...] = (SafetensorError,)
+    SAFETENSORS_ERRORS: tuple[type[BaseException], ...] = (SafetensorError,)
 except ImportError:  # optional: torch reads .safetensors files only with it
     SAFETENSORS_ERRORS = ()

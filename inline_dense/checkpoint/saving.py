@@ -15,7 +15,8 @@ as JSON strings in its header) for that extension, else ``torch.save``'s format;
 import errno
 import json
 import os
-from typing import IO, Any, Dict, Mapping, Optional, cast
+from collections.abc import Mapping
+from typing import IO, Any, cast
 
 import torch
 
@@ -47,7 +48,7 @@ def _safetensors_save():
     return save
 
 
-def check_output_path(dst: PathLike, src: Optional[PathLike] = None) -> None:
+def check_output_path(dst: PathLike, src: PathLike | None = None) -> None:
     """Raises :class:`OutputPathError` when ``dst`` exists and is not a regular file (a symlink is
     judged by its target), its directory does not exist,
     it is the same file as ``src`` (compared by real path and by inode: another spelling, a
@@ -74,7 +75,7 @@ class _WatchedWriter:
 
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
-        self.error: Optional[OSError] = None
+        self.error: OSError | None = None
 
     def write(self, data: bytes) -> int:
         try:
@@ -90,7 +91,7 @@ class _WatchedWriter:
         return self.f.tell()
 
 
-def save_converted(state: Mapping[str, torch.Tensor], meta: Dict[str, Any], dst: PathLike) -> None:
+def save_converted(state: Mapping[str, torch.Tensor], meta: dict[str, Any], dst: PathLike) -> None:
     """The converter's output, atomically: ``{'state_dict': state, 'meta': meta}`` by ``torch.save``,
     or, for a ``dst`` ending in ``.safetensors``, the tensors of ``state`` in safetensors' format
     with each ``meta`` value as JSON in the file's metadata (shared or strided tensors are copied

@@ -21,7 +21,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional
+from typing import NamedTuple
 
 from .. import variants
 from . import cache
@@ -36,11 +36,11 @@ SCHEME = 'inline://'
 class Published(NamedTuple):
     """An ImageNet-1K checkpoint the authors publish (LeapLabTHU/InLine README, "Pretrained Models")."""
     title: str
-    url: Optional[str]  # None: not known here; the name resolves from local files / the cache only
+    url: str | None  # None: not known here; the name resolves from local files / the cache only
     top1: float         # the authors' ImageNet-1K top-1 (224x224), percent
 
 
-PUBLISHED: Dict[str, Published] = {name: Published(variants.title(name), v.url, v.top1)
+PUBLISHED: dict[str, Published] = {name: Published(variants.title(name), v.url, v.top1)
                                    for name, v in variants.VARIANTS.items()}
 """The names of ``inline://``, read from :data:`inline_dense.variants.VARIANTS`."""
 
@@ -59,7 +59,7 @@ def variant_of(checkpoint: str) -> str:
     return variant
 
 
-def _stem(url: str) -> Optional[str]:
+def _stem(url: str) -> str | None:
     """The short name whose published file ``url`` is, if any: its cache entry's stem."""
     return next((v for v, p in PUBLISHED.items() if p.url == url), None)
 
@@ -70,7 +70,7 @@ def cache_name(url: str) -> str:
     return cache.entry_name(url, _stem(url))
 
 
-def _local_candidates(variant: str) -> List[Path]:
+def _local_candidates(variant: str) -> list[Path]:
     rel = Path('checkpoints') / variants.file_name(variant)
     return [Path.cwd() / rel, repo_root() / rel]
 
@@ -82,7 +82,7 @@ def hand_placed_path(variant: str) -> Path:
     return checkpoint_cache() / variants.file_name(variant)
 
 
-def _manual_hint(variant: Optional[str], url: Optional[str], advice: Advice) -> str:
+def _manual_hint(variant: str | None, url: str | None, advice: Advice) -> str:
     """Where to put the file by hand, and how to load it from elsewhere in the caller's terms
     (``advice``)."""
     where = f'save it as {hand_placed_path(variant)}' if variant else 'save it anywhere'

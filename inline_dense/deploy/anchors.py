@@ -9,7 +9,8 @@ stage outputs against eager fp32 (all stages together).
 import functools
 import os
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ def first_line(err: BaseException) -> str:
     return f'{type(err).__name__}: {text[:300]}'
 
 
-def ort_session(path: str, threads: int) -> Callable[[np.ndarray], List[np.ndarray]]:
+def ort_session(path: str, threads: int) -> Callable[[np.ndarray], list[np.ndarray]]:
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -41,7 +42,7 @@ def ort_session(path: str, threads: int) -> Callable[[np.ndarray], List[np.ndarr
     return lambda image: sess.run(None, {'image': image})
 
 
-def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndarray], List[np.ndarray]]:
+def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndarray], list[np.ndarray]]:
     """OpenVINO's CPU plugin on the ONNX file, ``precision`` 'f32' or 'bf16' as its inference-precision hint."""
     import openvino as ov
     core = ov.Core()
@@ -50,23 +51,23 @@ def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndar
                                                  'INFERENCE_NUM_THREADS': threads, 'NUM_STREAMS': 1})
     request = compiled.create_infer_request()
 
-    def run(image: np.ndarray) -> List[np.ndarray]:
+    def run(image: np.ndarray) -> list[np.ndarray]:
         result = request.infer({0: image})
         return [result[out] for out in compiled.outputs]
     return run
 
 
 def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int = 1, runs: int = 3,
-                workdir: Optional[str] = None) -> List[Dict[str, Any]]:
+                workdir: str | None = None) -> list[dict[str, Any]]:
     """Eager fp32 / bf16, ONNX Runtime fp32, OpenVINO fp32 / bf16 on one (1, 3, H, W) input."""
     torch.set_num_threads(threads)
     model.eval()
     image = torch.randn(1, 3, *hw, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         refs = [t.float() for t in model(image)]
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
 
-    def add(runtime: str, precision: str, call: Callable[[], Any], outs: Optional[Sequence[Any]] = None) -> None:
+    def add(runtime: str, precision: str, call: Callable[[], Any], outs: Sequence[Any] | None = None) -> None:
         try:
             outs = call() if outs is None else outs
             rows.append(dict(runtime=runtime, precision=precision, median_ms=median_ms(call, runs, warmup),
@@ -75,7 +76,7 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
             rows.append(dict(runtime=runtime, precision=precision, median_ms=None, rel_error=None,
                              error=first_line(err)))
 
-    def eager(dtype: Optional[torch.dtype]) -> Callable[[], Any]:
+    def eager(dtype: torch.dtype | None) -> Callable[[], Any]:
         def call() -> Any:
             with torch.no_grad(), autocast('cpu', dtype):
                 return model(image)
@@ -91,7 +92,7 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
         export_with_fallback(BackboneOutputs(model), path, names, example_shape=(1, 3, hw[0], hw[1]),
                              log=lambda _: None)
     except Exception as err:
-        return rows + [dict(runtime='onnx export', precision='fp32', median_ms=None, rel_error=None,
+        return [*rows, dict(runtime='onnx export', precision='fp32', median_ms=None, rel_error=None,
                             error=first_line(err))]
     array = image.numpy()
     try:
@@ -118,7 +119,7 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
     return rows
 
 
-def format_anchor_rows(name: str, hw: Sequence[int], rows: List[Dict[str, Any]]) -> str:
+def format_anchor_rows(name: str, hw: Sequence[int], rows: list[dict[str, Any]]) -> str:
     """A table; each time also as a multiple of OpenVINO's in the same precision where it ran."""
     ov = {r['precision']: r['median_ms'] for r in rows if r['runtime'] == 'openvino' and r['median_ms']}
     lines = [f'{name} @ {hw[0]}x{hw[1]}:', f'  {"runtime":12s} {"dtype":>5s} {"median ms":>10s} {"rel err":>9s} '

@@ -1,5 +1,5 @@
 """The module to export for a config: a segmentor's logits or a detector's features."""
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from torch import nn
 
@@ -18,8 +18,8 @@ def load_full_checkpoint(model: nn.Module, checkpoint: str) -> None:
     load_file(model, checkpoint, within=None, advice=DEPLOY, why="config's model (is it from another config?)")
 
 
-def deployable(config: str, checkpoint: Optional[str] = None, attn_impl: Optional[str] = None,
-               cfg_options: Optional[Dict[str, Any]] = None) -> Tuple[nn.Module, str, List[str]]:
+def deployable(config: str, checkpoint: str | None = None, attn_impl: str | None = None,
+               cfg_options: dict[str, Any] | None = None) -> tuple[nn.Module, str, list[str]]:
     """(module in eval mode, task, output names) for an mmseg / mmdet config.
 
     mmseg configs give :class:`SegmentorLogits` (output ``logits``), mmdet configs

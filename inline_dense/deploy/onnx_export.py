@@ -11,8 +11,8 @@ import os
 import re
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import sympy
 import torch
@@ -21,7 +21,7 @@ from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
 
 from ..runtime import inline_impl, inline_layers, tensors_in
 
-Shape = Tuple[int, int, int, int]
+Shape = tuple[int, int, int, int]
 
 # The export example has batch 2: dynamo specialises sizes 0 and 1, so a batch-1 example
 # would make the batch static. Its height and width make every size-dependent branch take its
@@ -30,7 +30,7 @@ Shape = Tuple[int, int, int, int]
 # 3 (small CSwin stripes). The graph then holds for any size. The check sizes differ from it and
 # are multiples neither of 32 nor of 7; one has batch 2.
 EXPORT_SHAPE: Shape = (2, 3, 289, 291)
-CHECK_SHAPES: Tuple[Shape, ...] = ((1, 3, 333, 445), (2, 3, 290, 375), (1, 3, 409, 297))
+CHECK_SHAPES: tuple[Shape, ...] = ((1, 3, 333, 445), (2, 3, 290, 375), (1, 3, 409, 297))
 TOLERANCE = 1e-4
 # Tried in this order when the layers' own evaluation does not export.
 FALLBACK_IMPLS = ('folded_keys', 'reference')
@@ -39,7 +39,7 @@ FALLBACK_IMPLS = ('folded_keys', 'reference')
 class OnnxMismatchError(RuntimeError):
     """onnxruntime's outputs differ from PyTorch's by more than the tolerance (``shape``: the worst input)."""
 
-    def __init__(self, message: str, shape: Optional[Shape] = None, relative_error: Optional[float] = None) -> None:
+    def __init__(self, message: str, shape: Shape | None = None, relative_error: float | None = None) -> None:
         super().__init__(message)
         self.shape = shape
         self.relative_error = relative_error
@@ -55,13 +55,13 @@ class CheckRow:
     torch_ms: float
 
 
-def dynamic_image_shapes() -> Tuple[dict, ...]:
+def dynamic_image_shapes() -> tuple[dict, ...]:
     """Batch, height and width of the one image input are dynamic."""
     dim = torch.export.Dim.DYNAMIC
     return ({0: dim, 2: dim, 3: dim},)
 
 
-InputRanges = Dict[str, Tuple[int, Optional[int]]]  # input axis name -> (lowest, highest or None: no bound)
+InputRanges = dict[str, tuple[int, int | None]]  # input axis name -> (lowest, highest or None: no bound)
 
 
 def input_ranges(exported: 'torch.export.ExportedProgram') -> InputRanges:
@@ -82,7 +82,7 @@ def input_ranges(exported: 'torch.export.ExportedProgram') -> InputRanges:
 
 
 def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
-                example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None) -> InputRanges:
+                example_shape: Shape = EXPORT_SHAPE, opset: int | None = None) -> InputRanges:
     """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
     height and width; returns :func:`input_ranges`. The example input is random: only its shape
     matters."""
@@ -97,8 +97,8 @@ def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
 
 
 def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],
-                         example_shape: Shape = EXPORT_SHAPE, opset: Optional[int] = None,
-                         log: Callable[[str], None] = print) -> Tuple[Optional[str], InputRanges]:
+                         example_shape: Shape = EXPORT_SHAPE, opset: int | None = None,
+                         log: Callable[[str], None] = print) -> tuple[str | None, InputRanges]:
     """:func:`export_onnx`, first with the InLine layers' own evaluation; if that fails,
     with each of ``FALLBACK_IMPLS`` in turn (saying so). Returns the impl used (None: the
     layers' own, or no InLine layer) and the input ranges. ``module``'s layers keep their own
@@ -125,7 +125,7 @@ def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[st
                        f'last error: {type(first).__name__}: {first}') from first
 
 
-def output_names(module: nn.Module, names: Sequence[str], example_shape: Shape = EXPORT_SHAPE) -> List[str]:
+def output_names(module: nn.Module, names: Sequence[str], example_shape: Shape = EXPORT_SHAPE) -> list[str]:
     """One name per tensor ``module`` returns for an input of ``example_shape`` (run once, eagerly):
     ``names`` when they match, else ``names[0]``'s stem numbered (a neck may add levels that its
     config does not count, as mmdet's ``ChannelMapper`` does: DINO returns 4 maps from 2 inputs)."""
@@ -137,14 +137,14 @@ def output_names(module: nn.Module, names: Sequence[str], example_shape: Shape =
     return [f'{stem}{i}' for i in range(count)]
 
 
-def _bounds(ranges: InputRanges, axis: str) -> Tuple[int, Optional[int]]:
+def _bounds(ranges: InputRanges, axis: str) -> tuple[int, int | None]:
     """An axis's range; a lower bound of 2 is read as 1: torch.export's symbolic sizes start at 2 (it
     specialises 0 and 1), which says nothing about size 1."""
     low, high = ranges[axis]
     return (1 if low <= 2 else low), high
 
 
-def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape: Shape) -> List[Shape]:
+def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape: Shape) -> list[Shape]:
     """``shapes`` moved inside the sizes the exported graph holds for (``ranges``, from
     :func:`input_ranges`): each axis clamped to its range, then stepped down (7 rows, 5 columns at a
     time) while it repeats an earlier size or the export size; a size that cannot be made new is left out."""
@@ -152,7 +152,7 @@ def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape
         low, high = _bounds(ranges, axis)
         value = max(value, low)
         return value if high is None else min(value, high)
-    fitted: List[Shape] = []
+    fitted: list[Shape] = []
     for b, c, h, w in shapes:
         shape = (inside(b, 'batch'), c, inside(h, 'height'), inside(w, 'width'))
         for _ in range(16):
@@ -163,7 +163,7 @@ def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape
     return fitted
 
 
-def outside_ranges(shapes: Sequence[Shape], ranges: InputRanges) -> List[Shape]:
+def outside_ranges(shapes: Sequence[Shape], ranges: InputRanges) -> list[Shape]:
     """The shapes the exported graph does not hold for (an axis below or above its range)."""
     def out(value: int, axis: str) -> bool:
         low, high = _bounds(ranges, axis)
@@ -184,7 +184,7 @@ def median_ms(call: Callable[[], object], runs: int, warmup: int = 0) -> float:
 
 
 def check_onnx(path: str, module: nn.Module, shapes: Sequence[Shape] = CHECK_SHAPES,
-               tolerance: float = TOLERANCE, runs: int = 3, threads: int = 0, seed: int = 0) -> List[CheckRow]:
+               tolerance: float = TOLERANCE, runs: int = 3, threads: int = 0, seed: int = 0) -> list[CheckRow]:
     """Runs ``path`` with onnxruntime (CPU) and ``module`` with PyTorch on random inputs of
     ``shapes``; returns one row per shape. Raises :class:`OnnxMismatchError` (after checking
     every shape) when an output's relative error is above ``tolerance``."""
@@ -234,18 +234,18 @@ class BackboneOutputs(nn.Module):
         super().__init__()
         self.backbone = backbone
 
-    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(self.backbone(image))
 
 
-def backbone_of(module: nn.Module) -> Optional[nn.Module]:
+def backbone_of(module: nn.Module) -> nn.Module | None:
     """The backbone inside a :mod:`.wrappers` module (None for anything else)."""
     model = getattr(module, 'segmentor', None) or getattr(module, 'detector', None)
     return getattr(model, 'backbone', None)
 
 
 def mismatch_advice(module: nn.Module, shape: Shape, tolerance: float, workdir: str,
-                    opset: Optional[int] = None, example_shape: Shape = EXPORT_SHAPE) -> str:
+                    opset: int | None = None, example_shape: Shape = EXPORT_SHAPE) -> str:
     """What to do about a failed check at input ``shape``: exports the backbone alone (into
     ``workdir``) and checks it at that size, to tell a backbone fault (another ``--attn-impl``
     may help) from one after it, in the neck or head (it cannot)."""

@@ -9,7 +9,6 @@
 Inputs are already normalised: the data preprocessor (mean/std, padding) is not part of the
 graph, as in mmdeploy.
 """
-from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +24,7 @@ class AdaptiveAvgPool2dByMatmul(nn.Module):
     exporters need a static input size for adaptive pooling (mmseg's pyramid pooling module).
     """
 
-    def __init__(self, output_size: Tuple[int, int]) -> None:
+    def __init__(self, output_size: tuple[int, int]) -> None:
         super().__init__()
         self.output_size = output_size
 
@@ -46,7 +45,7 @@ class AdaptiveAvgPool2dByMatmul(nn.Module):
         return rows @ x @ cols.t()
 
 
-def replace_adaptive_pooling(model: nn.Module) -> List[str]:
+def replace_adaptive_pooling(model: nn.Module) -> list[str]:
     """Swaps every ``nn.AdaptiveAvgPool2d`` with a fixed output size for
     :class:`AdaptiveAvgPool2dByMatmul` (same function); returns the names of those swapped."""
     swapped = []
@@ -72,7 +71,7 @@ class UpsampleByInteger(nn.Module):
     by 6e-2 to 1.3e-1 relative). ``H * k`` in integers stays symbolic and is the same number.
     """
 
-    def __init__(self, factor: int, mode: str, align_corners: Optional[bool]) -> None:
+    def __init__(self, factor: int, mode: str, align_corners: bool | None) -> None:
         super().__init__()
         self.factor = factor
         self.mode = mode
@@ -83,7 +82,7 @@ class UpsampleByInteger(nn.Module):
         return F.interpolate(x, size=size, mode=self.mode, align_corners=self.align_corners)
 
 
-def replace_float_upsampling(model: nn.Module) -> List[str]:
+def replace_float_upsampling(model: nn.Module) -> list[str]:
     """Swaps every mmseg ``Upsample`` without a fixed size and with an integer scale factor for
     :class:`UpsampleByInteger` (same function); returns the names of those swapped."""
     try:
@@ -121,5 +120,5 @@ class DetectorFeatures(nn.Module):
         super().__init__()
         self.detector = detector
 
-    def forward(self, image: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(self.detector.extract_feat(image))

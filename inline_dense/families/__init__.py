@@ -3,7 +3,7 @@ weights, checkpoint key patterns, head facts, outputs; :mod:`inline_dense.regist
 ``<name>/model.py`` (the backbone class), ``<name>/convert.py`` (the authors' checkpoint layout ->
 ours) and its own softmax attention. Importing this package imports no torch."""
 import importlib
-from typing import TYPE_CHECKING, Type
+from typing import TYPE_CHECKING
 
 from .spec import FamilySpec
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from ..layers.backbone import InLineBackboneBase
 
 
-def backbone_class(spec: FamilySpec) -> 'Type[InLineBackboneBase]':
+def backbone_class(spec: FamilySpec) -> 'type[InLineBackboneBase]':
     """The family's backbone class (``spec.class_name`` in ``families/<name>/model.py``), imported on
     first use: the registry stays plain data."""
     cls = getattr(importlib.import_module(spec.model_module), spec.class_name)

@@ -8,8 +8,9 @@ say. :mod:`inline_dense.registry` lists the families; everything else (the varia
 ``inline://`` names, the timm / smp / torchvision / transformers / OpenMMLab adapters, the benchmark
 zoo, the converter's detection, the config bases, the contract tests) reads the specs.
 """
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -28,11 +29,11 @@ class Weights:
     squashed, centre crop ``input_size``, bicubic, ImageNet mean / std)."""
     name: str            # 'inline_swin_t': the inline:// name, the timm model, checkpoints/<name>.pth
     preset: str          # the family preset it was trained with ('tiny')
-    url: Optional[str]   # the authors' file (LeapLabTHU/InLine README); None: local files / the cache only
+    url: str | None   # the authors' file (LeapLabTHU/InLine README); None: local files / the cache only
     top1: float          # the authors' ImageNet-1K top-1, percent
     input_size: int = 224
-    mean: Tuple[float, float, float] = IMAGENET_MEAN
-    std: Tuple[float, float, float] = IMAGENET_STD
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
     crop_pct: float = 224 / 256
     crop_mode: str = 'squash'
     interpolation: str = 'bicubic'
@@ -51,7 +52,7 @@ class Output:
     stride: int
 
 
-def stage_outputs(arch: Preset, strides: Sequence[int]) -> Tuple[Output, ...]:
+def stage_outputs(arch: Preset, strides: Sequence[int]) -> tuple[Output, ...]:
     """One output per stage of a pyramid: ``embed_dims`` per stage, or one int doubled at each
     stage (Swin, CSwin), at ``strides``."""
     embed = arch['embed_dims']
@@ -66,7 +67,7 @@ class Groups:
     (``coarse``), or (regex, order) pairs (fine))."""
     stem: str
     coarse: str
-    fine: Tuple[Tuple[str, Optional[Tuple[int, ...]]], ...]
+    fine: tuple[tuple[str, tuple[int, ...] | None], ...]
 
 
 # a pyramid's: the stem, then per stage its entry (PVT's patch / position embedding, CSwin's merge) and
@@ -85,7 +86,7 @@ class Head:
     """The authors' classification head, as timm describes a model."""
     final_norm: bool     # a LayerNorm on the last output before pooling (Swin, CSwin; not PVT)
     first_conv: str      # the classifier's first convolution (timm's ``first_conv``)
-    no_weight_decay: Tuple[str, ...] = ()  # parameter-name endings timm's optimizer must not decay
+    no_weight_decay: tuple[str, ...] = ()  # parameter-name endings timm's optimizer must not decay
     groups: Groups = STAGE_GROUPS
     pool: str = 'avg'    # what the head reads: 'avg' the tokens' mean, 'token' the cls token (a ViT's)
 
@@ -99,7 +100,7 @@ class Baseline:
     from_preset: Mapping[str, str]   # mmdet argument -> preset key
     fixed: Mapping[str, Any] = field(default_factory=dict)
 
-    def kwargs(self, preset: Preset) -> Dict[str, Any]:
+    def kwargs(self, preset: Preset) -> dict[str, Any]:
         """The mmdet class's arguments for ``preset`` (sequences as lists, as mmdet's configs write them)."""
         picked = {arg: preset[key] for arg, key in self.from_preset.items()}
         return {**self.fixed, **{k: list(v) if isinstance(v, (tuple, list)) else v for k, v in picked.items()}}
@@ -114,7 +115,7 @@ class Fixture:
     arguments: Mapping[str, str]     # the authors' constructor argument -> ours
     fixed: Mapping[str, Any] = field(default_factory=dict)  # more of ours (e.g. all outputs)
 
-    def backbone_kwargs(self, authors_arch: Mapping[str, Any]) -> Dict[str, Any]:
+    def backbone_kwargs(self, authors_arch: Mapping[str, Any]) -> dict[str, Any]:
         """Our backbone's arguments for the authors' ``arch``: every output, no output norm, no
         stochastic depth (the reference holds the raw outputs)."""
         return dict({ours: authors_arch[theirs] for theirs, ours in self.arguments.items()},
@@ -127,7 +128,7 @@ class Configs:
     ``tools/make_configs.py``) say beyond the weights: stochastic depth per preset, and why."""
     drop_path: Mapping[str, float]                   # detection, per preset
     drop_path_note: str                              # the comment above it
-    seg_drop_path: Optional[Mapping[str, float]] = None  # ADE20K, per preset, where it differs
+    seg_drop_path: Mapping[str, float] | None = None  # ADE20K, per preset, where it differs
     seg_drop_path_note: str = ''
 
 
@@ -138,17 +139,17 @@ class FamilySpec:
     title: str                    # 'Swin': InLine-Swin-T
     class_name: str               # the backbone class ('InLineSwin'): inline_dense.models, OpenMMLab's type
     presets: Mapping[str, Preset]  # the model's arch_zoo, by preset name
-    weights: Tuple[Weights, ...]  # the published checkpoints, smallest first
-    key_patterns: Tuple[str, ...]  # regexes (re.search) over checkpoint keys that only this family has
+    weights: tuple[Weights, ...]  # the published checkpoints, smallest first
+    key_patterns: tuple[str, ...]  # regexes (re.search) over checkpoint keys that only this family has
     head: Head
-    outputs: Callable[[Preset], Tuple[Output, ...]]  # the outputs a preset gives, by index
+    outputs: Callable[[Preset], tuple[Output, ...]]  # the outputs a preset gives, by index
     tiny: Preset                  # tests: small, with every kind of block (InLine, softmax, mixed)
     every_kind_once: Preset       # tests: ``tiny`` overrides with the fewest blocks that keep every kind
-    shrunk_depths: Tuple[int, ...]  # tests: whole detectors fast, a preset's layout kept
+    shrunk_depths: tuple[int, ...]  # tests: whole detectors fast, a preset's layout kept
     small: Preset                 # toys: a preset's attention layout at a quarter of its depth and width
     fixture: Fixture
     configs: Configs
-    baseline: Optional[Baseline] = None
+    baseline: Baseline | None = None
 
     @property
     def model_module(self) -> str:
@@ -160,14 +161,14 @@ class FamilySpec:
         """A plain ViT: presets give ``depth`` (one stride, its blocks the stages), not ``depths`` per stage."""
         return 'depth' in next(iter(self.presets.values()))
 
-    def preset_outputs(self, preset: Union[str, Preset]) -> Tuple[Output, ...]:
+    def preset_outputs(self, preset: str | Preset) -> tuple[Output, ...]:
         """The outputs of a preset (by name, or an arch dict)."""
         return self.outputs(self.presets[preset] if isinstance(preset, str) else preset)
 
-    def weights_of_preset(self, preset: str) -> List[Weights]:
+    def weights_of_preset(self, preset: str) -> list[Weights]:
         return [w for w in self.weights if w.preset == preset]
 
-    def shrunk(self) -> Dict[str, Any]:
+    def shrunk(self) -> dict[str, Any]:
         """The backbone arguments that give ``shrunk_depths``: ``depths`` per stage, or for a plain ViT
         (presets with ``depth``, its stages its blocks) ``depth``, their sum."""
         if self.plain:

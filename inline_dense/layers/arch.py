@@ -4,12 +4,14 @@ Every family's settings are checked for type and range here, in one table (``OPT
 before anything is built: a wrong value gets a one-line error naming it and the fix, instead of
 being taken for something else (``out_norm='no'`` is truthy, ``frozen_stages=True`` is 1).
 """
+import itertools
 import numbers
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 
-def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, Mapping[str, Any]], backbone: str,
-                 overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+def resolve_arch(arch: str | Mapping[str, Any], presets: Mapping[str, Mapping[str, Any]], backbone: str,
+                 overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A preset name (e.g. 'tiny') or a full dict, with the non-None ``overrides`` applied."""
     keys = sorted(next(iter(presets.values())))
     if isinstance(arch, Mapping):
@@ -27,7 +29,7 @@ def resolve_arch(arch: Union[str, Mapping[str, Any]], presets: Mapping[str, Mapp
 
 
 def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
-                    allow_mixed: bool) -> List[List[str]]:
+                    allow_mixed: bool) -> list[list[str]]:
     """'IIMS2' -> per stage, per block 'I' (InLine) or 'S' (softmax).
 
     One letter per stage: I, S, or (when ``allow_mixed``) M; the digits after the
@@ -68,7 +70,7 @@ def parse_attn_type(attn_type: str, depths: Sequence[int], backbone: str,
     return out
 
 
-def check_out_indices(out_indices: Sequence[int], num_stages: int, backbone: str) -> Tuple[int, ...]:
+def check_out_indices(out_indices: Sequence[int], num_stages: int, backbone: str) -> tuple[int, ...]:
     """``out_indices`` as a tuple: a non-empty, strictly increasing sequence of stage numbers.
 
     An unsorted or repeated one is refused, not reordered: the outputs come in stage order, and a
@@ -85,7 +87,7 @@ def check_out_indices(out_indices: Sequence[int], num_stages: int, backbone: str
     if not idx or bad:
         raise ValueError(f'{backbone}: out_indices {tuple(out_indices)} must be a non-empty subset of '
                          f'{tuple(range(num_stages))}.')
-    if any(a >= b for a, b in zip(idx, idx[1:])):
+    if any(a >= b for a, b in itertools.pairwise(idx)):
         raise ValueError(f'{backbone}: out_indices={idx} must be increasing without repeats (the outputs come '
                          f'in stage order); write out_indices={tuple(sorted(set(idx)))}.')
     return idx
@@ -98,7 +100,7 @@ def check_stage_lists(cfg: Mapping[str, Sequence], num_stages: int, backbone: st
                              f'it needs one per stage ({num_stages}).')
 
 
-def to_2tuple_size(value: Union[int, Sequence[int]], name: str, backbone: str) -> Tuple[int, int]:
+def to_2tuple_size(value: int | Sequence[int], name: str, backbone: str) -> tuple[int, int]:
     """An int or a 1- or 2-sequence of ints -> (h, w), as mmdet's PVT and mmseg's Swin accept.
 
     Not timm's ``to_2tuple``, which passes any iterable through unchecked: a wrong value here
@@ -144,7 +146,7 @@ def _one_or_sequence_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 
 # setting -> (check, what it must be, an example of a good value)
-OPTION_KINDS: Dict[str, Tuple[Callable[[Any], bool], str, str]] = {
+OPTION_KINDS: dict[str, tuple[Callable[[Any], bool], str, str]] = {
     'out_norm': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'True'),
     'with_cp': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'False'),
     'qkv_bias': (lambda v: isinstance(v, bool), 'True or False (a bool)', 'True'),
@@ -184,7 +186,7 @@ def check_backbone_options(options: Mapping[str, Any], backbone: str) -> None:
             raise error(f'{backbone}: {key}={value!r} must be {kind}, e.g. {key}={example}.')
 
 
-def check_multiple_of(size: Tuple[int, int], multiple: int, name: str, backbone: str, why: str) -> None:
+def check_multiple_of(size: tuple[int, int], multiple: int, name: str, backbone: str, why: str) -> None:
     """Both sides of ``size`` positive multiples of ``multiple``."""
     if any(s <= 0 or s % multiple for s in size):
         raise ValueError(f'{backbone}: {name}={size} must be positive multiples of {multiple} ({why}); e.g. '

@@ -8,7 +8,8 @@ makes its stem and stages, its blocks by ``layers.inline_attention`` / ``transfo
 then this class's ``__init__`` takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
 ``enter`` and ``leave``) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
 """
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -51,7 +52,7 @@ class InLineBackboneBase(nn.Module):
     init_at_construction: bool = True
     # parameters (by attribute name, in any module) drawn from a truncated normal (std 0.02) after the
     # module-by-module initialisation, in named_parameters() order: PVT's position embeddings
-    trunc_normal_parameters: Tuple[str, ...] = ()
+    trunc_normal_parameters: tuple[str, ...] = ()
 
     def __init__(self, settings: BackboneSettings, stem: Mapping[str, nn.Module], stages: Sequence[nn.Module],
                  strides: Sequence[int], num_prefix_tokens: int = 0, out_norm_eps: float = 1e-5) -> None:
@@ -67,7 +68,7 @@ class InLineBackboneBase(nn.Module):
         self.in_channels = settings.in_channels
         self.kernel = settings.kernel
         self.attn_impl = settings.attn_impl
-        self.out_indices: List[int] = list(settings.out_indices)
+        self.out_indices: list[int] = list(settings.out_indices)
         self.frozen_stages = settings.frozen_stages
         self.out_norm = settings.out_norm
         self.num_prefix_tokens = num_prefix_tokens
@@ -77,9 +78,9 @@ class InLineBackboneBase(nn.Module):
                                        if settings.out_norm else {})
         for attr, module in stem.items():
             setattr(self, attr, module)
-        self.stem_names: Tuple[str, ...] = tuple(stem)
+        self.stem_names: tuple[str, ...] = tuple(stem)
         self.stages = nn.ModuleList(stages)
-        self.strides: Tuple[int, ...] = tuple(strides)
+        self.strides: tuple[int, ...] = tuple(strides)
         # one Identity per stage, called on its output map: where forward hooks (timm's
         # feature_cls='hook', FeatureHookNet) read the stage outputs; no parameters, no keys
         self.taps = nn.ModuleList(nn.Identity() for _ in range(n))
@@ -88,7 +89,7 @@ class InLineBackboneBase(nn.Module):
             self.init_from_scratch()
 
     # ------------------------------------------------------------------ forward
-    def output_info(self) -> List[Dict[str, Any]]:
+    def output_info(self) -> list[dict[str, Any]]:
         """Each output the backbone can give (``out_indices`` picks among them), as timm describes a
         feature: ``num_chs`` channels, ``reduction`` (its stride in input pixels) and ``module``, where
         forward hooks read it (``taps.i``)."""
@@ -100,17 +101,17 @@ class InLineBackboneBase(nn.Module):
         """The total stride: smaller inputs leave the last stage all padding."""
         return self.strides[-1]
 
-    def check_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None) -> None:
+    def check_input(self, x: torch.Tensor, valid_hw: list[HW] | None = None) -> None:
         """A ValueError / TypeError a user can act on for a wrong input (see ``check_image_input``)."""
         check_image_input(x, valid_hw, self.in_channels, type(self).__name__)
 
-    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
         """The image (B, C_in, H, W) before stage 0 -> what stage 0's ``enter`` takes, and its grid:
         the stem's tokens (B, N, C) (Swin, CSwin; DeiT's with its prefix tokens first), or the image
         itself (PVT, whose stages embed)."""
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None) -> List[torch.Tensor]:
+    def forward(self, x: torch.Tensor, valid_hw: list[HW] | None = None) -> list[torch.Tensor]:
         """(B, C_in, H, W) -> tuple of (B, C_i, ceil(H / s_i), ceil(W / s_i)) for ``out_indices``,
         s_i the stride of stage i (a list when scripted: TorchScript has no tuples of any length).
 
@@ -136,8 +137,8 @@ class InLineBackboneBase(nn.Module):
         # eagerly a tuple, as OpenMMLab's necks take
         return tuple(outs)  # type: ignore[return-value]
 
-    def forward_with_prefix(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None
-                            ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    def forward_with_prefix(self, x: torch.Tensor, valid_hw: list[HW] | None = None
+                            ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """As ``forward`` (lists), and with each output also its prefix tokens (B, ``num_prefix_tokens``, C)
         (a ViT's cls token; (B, 0, C) for a pyramid), through the same output norm: what a ViT's
         classifier head reads."""
@@ -150,21 +151,21 @@ class InLineBackboneBase(nn.Module):
         return self.run_stages(x, valid_hw)
 
     @torch.jit.unused
-    def empty_outputs(self, x: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+    def empty_outputs(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """An empty batch's outputs (0, C_i, ceil(H / s_i), ceil(W / s_i)) and prefix tokens (0, P, C_i)."""
         h, w = x.shape[-2], x.shape[-1]
         maps = [x.new_zeros(0, self.embed_dims[i], (h + self.strides[i] - 1) // self.strides[i],
                             (w + self.strides[i] - 1) // self.strides[i]) for i in self.out_indices]
         return maps, [x.new_zeros(0, self.num_prefix_tokens, self.embed_dims[i]) for i in self.out_indices]
 
-    def run_stages(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[List[torch.Tensor],
-                                                                                  List[torch.Tensor]]:
+    def run_stages(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[list[torch.Tensor],
+                                                                                  list[torch.Tensor]]:
         """The stem and the stages on a checked input: the ``out_indices`` maps and their prefix tokens."""
         h, w = x.shape[-2], x.shape[-1]
         x, valid_hw = padding.pad_to_min_size(x, valid_hw, self.strides[-1])
         x = padding.zero_outside_valid(x, valid_hw)  # whatever the padding holds, the image meets zeros
-        outs: List[torch.Tensor] = []
-        prefixes: List[torch.Tensor] = []
+        outs: list[torch.Tensor] = []
+        prefixes: list[torch.Tensor] = []
         p = self.num_prefix_tokens
         tokens, hw = self.embed_input(x, valid_hw)
         last = len(self.strides) - 1
@@ -209,11 +210,11 @@ class InLineBackboneBase(nn.Module):
         return out
 
     # ------------------------------------------------------------------ freezing
-    def stem_modules(self) -> List[nn.Module]:
+    def stem_modules(self) -> list[nn.Module]:
         """What ``frozen_stages=0`` freezes: the stem before stage 0, if any."""
         return [getattr(self, attr) for attr in self.stem_names]
 
-    def _frozen_modules(self) -> List[nn.Module]:
+    def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
             return []
         mods = list(self.stem_modules())
@@ -245,13 +246,13 @@ class InLineBackboneBase(nn.Module):
                 trunc_normal_(param, std=0.02)
 
     @staticmethod
-    def convert_pretrained(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+    def convert_pretrained(state_dict: StateDict) -> tuple[StateDict, list[str]]:
         """Authors' (or our own) layout -> this backbone's keys, plus the keys dropped."""
         raise NotImplementedError
 
 
 @fx_wrap
-def check_image_input(x: torch.Tensor, valid_hw: Optional[List[HW]], in_channels: int, name: str) -> None:
+def check_image_input(x: torch.Tensor, valid_hw: list[HW] | None, in_channels: int, name: str) -> None:
     """(B, ``in_channels``, H, W) floating point, ``valid_hw`` one real size per image within H x W."""
     if x.ndim != 4 or x.shape[1] != in_channels:
         raise ValueError(f'{name}: expected an input of shape (B, {in_channels}, H, W), '

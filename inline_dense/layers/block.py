@@ -1,5 +1,5 @@
 """Small building blocks shared by the InLine backbones."""
-from typing import Optional, Protocol, cast
+from typing import Protocol, cast
 
 import torch
 from torch import nn
@@ -65,8 +65,8 @@ class TokenAttention(Protocol):
     norm, which InLine's residual MLP may read (the softmax attentions ignore it). Returns (B, N, C).
     """
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor: ...
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                residual_input: torch.Tensor | None = None) -> torch.Tensor: ...
 
 
 class TransformerBlock(nn.Module):
@@ -96,7 +96,7 @@ class TransformerBlock(nn.Module):
         self.with_cp = with_cp
         self.residual_from_input = residual_from_input
 
-    def _forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None) -> torch.Tensor:
         if self.residual_from_input:
             y = self.attn(self.norm1(x), hw_shape, valid_mask, residual_input=x)
         else:
@@ -105,9 +105,11 @@ class TransformerBlock(nn.Module):
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
     def forward(self, x: torch.Tensor, hw_shape: HW,
-                valid_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                valid_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (B, H*W, C) tokens of an ``hw_shape`` grid; returns the same shape."""
-        if not torch.jit.is_scripting():  # TorchScript cannot checkpoint: a scripted block recomputes nothing
+        # TorchScript cannot checkpoint: a scripted block recomputes nothing. is_scripting() stands alone in its if
+        # (SIM102): TorchScript skips the block only then
+        if not torch.jit.is_scripting():  # noqa: SIM102
             if self.with_cp and x.requires_grad:
                 return checkpoint(self._forward, x, hw_shape, valid_mask, use_reentrant=False)
         return self._forward(x, hw_shape, valid_mask)

@@ -30,7 +30,7 @@ InLine-CSwin adds two things, both optional here: LePE (``lepe=True``, a 3x3 dep
 conv with bias over v, added to the output; folded into the local residual's taps) and
 a residual MLP that reads another tensor than the attention input (``residual_input``).
 """
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -40,14 +40,14 @@ from ..typing import HW
 from .tensor_utils import cast, check_heads, merge_heads, traced
 from .tracing import fx_leaf
 
-KERNELS: Dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     'identity': lambda t: t,
     'relu': F.relu,
     'leakyrelu': F.leaky_relu,
     'exp': torch.exp,
 }
 
-IMPLS: Dict[str, str] = {
+IMPLS: dict[str, str] = {
     'auto': 'folded where it applies (identity phi, no attention dropout in training), with the cheaper '
             'context (token covariance or keys, by the number of tokens); else reference',
     'reference': 'the textbook evaluation: q, k, v formed, any phi',
@@ -91,7 +91,7 @@ def token_count(x: torch.Tensor) -> torch.Tensor:
     return torch.full((x.shape[0], 1), float(x.shape[1]), dtype=torch.float32, device=x.device)
 
 
-def masked_token_mean(x: torch.Tensor, valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
+def masked_token_mean(x: torch.Tensor, valid_mask: torch.Tensor | None) -> torch.Tensor:
     """Mean over tokens of (B, N, C) -> (B, C), over valid tokens only when a (B, N) mask is given."""
     if valid_mask is None:
         return x.mean(1)
@@ -163,9 +163,9 @@ class InLineAttention(nn.Module):
         prefix = f', num_prefix_tokens={self.num_prefix_tokens}' if self.num_prefix_tokens else ''
         return f'num_heads={self.num_heads}, kernel={self.kernel!r}, impl={self.impl!r}{prefix}'
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
-        b, n, c = x.shape
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:
+        _b, n, _c = x.shape
         h, w = hw_shape
         if self.num_prefix_tokens + h * w != n:
             raise ValueError(f'InLineAttention: hw_shape {hw_shape} and {self.num_prefix_tokens} prefix tokens '
@@ -193,8 +193,8 @@ class InLineAttention(nn.Module):
             return False
         return not (self.training and self.attn_drop > 0)
 
-    def forward_reference(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                          residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward_reference(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                          residual_input: torch.Tensor | None = None) -> torch.Tensor:
         """Textbook evaluation, any phi: (B, N, C) -> (B, N, C) before the output projection."""
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         if valid_mask is not None:
@@ -210,13 +210,13 @@ class InLineAttention(nn.Module):
             local = self.local_residual(v, taps, hw_shape)
         out = F.dropout(out, self.attn_drop, self.training) + local
         if self.get_v is not None:
-            b, n, c = v.shape
+            b, _n, c = v.shape
             vmap = v.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
             out = out + self.get_v(vmap).flatten(2).transpose(1, 2)
         return out
 
-    def forward_folded(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                       residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward_folded(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                       residual_input: torch.Tensor | None = None) -> torch.Tensor:
         """Identity phi, regrouped: (B, N, C) -> (B, N, C) before the output projection.
 
         With q = x Wq^T + bq, the global term ``s * q_i^T ctx_h + mean(v)`` of all heads is
@@ -231,17 +231,17 @@ class InLineAttention(nn.Module):
         """
         b, n, c = x.shape
         wq, _, wv = self.qkv.weight.split(c)
-        bq: Optional[torch.Tensor] = None
-        bv: Optional[torch.Tensor] = None
+        bq: torch.Tensor | None = None
+        bv: torch.Tensor | None = None
         if self.qkv.bias is not None:
             bq, _, bv = self.qkv.bias.split(c)
         # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A
-        xl: Optional[torch.Tensor] = None
-        if not torch.jit.is_scripting():
+        xl: torch.Tensor | None = None
+        if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if not traced() and bf16_autocast(x):
                 xl = x.to(torch.bfloat16)
         v = F.linear(x if xl is None else xl, wv, bv)
-        keep: Optional[torch.Tensor] = None
+        keep: torch.Tensor | None = None
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1)
             v = v * keep.to(v.dtype)
@@ -252,10 +252,7 @@ class InLineAttention(nn.Module):
         else:
             with torch.autocast(device_type=x.device.type, enabled=False):
                 mean_x, fold, bias = self.folded_reductions(x, v, keep, wq, wv, bq, bv, xl)
-        if residual_input is None:
-            mean_r = cast(mean_x, x.dtype)
-        else:
-            mean_r = masked_token_mean(residual_input, valid_mask)
+        mean_r = cast(mean_x, x.dtype) if residual_input is None else masked_token_mean(residual_input, valid_mask)
         taps = self.residual(mean_r.unsqueeze(-1))  # (B, 9C, 1)
         get_v = self.get_v
         if get_v is not None:
@@ -278,17 +275,17 @@ class InLineAttention(nn.Module):
             outs.append(y)
         return outs[0].unsqueeze(0) if b == 1 else torch.stack(outs)
 
-    def folded_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: Optional[torch.Tensor], wq: torch.Tensor,
-                          wv: torch.Tensor, bq: Optional[torch.Tensor], bv: Optional[torch.Tensor],
-                          xl: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def folded_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, wq: torch.Tensor,
+                          wv: torch.Tensor, bq: torch.Tensor | None, bv: torch.Tensor | None,
+                          xl: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The folded path's token reductions, float32: x (B, N, C), v (B, N, C) (zero at padded
         tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C).
         ``xl``: x in bfloat16 under bf16 autocast (the Gram is then a bfloat16 product, see
         ``context_from_centred``), else None."""
-        b, n, c = x.shape
+        b, _n, c = x.shape
         heads, d = self.num_heads, self.head_dim
         xf = cast(x, torch.float32)
-        keep_f: Optional[torch.Tensor] = None
+        keep_f: torch.Tensor | None = None
         if keep is None:
             count = token_count(xf)
             xs = xf
@@ -308,9 +305,9 @@ class InLineAttention(nn.Module):
             bias = bias + (cast(bq, torch.float32).view(1, heads, 1, d) @ ctx).reshape(b, c)
         return mean_x, fold, bias
 
-    def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+    def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor,
-                       xl: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       xl: torch.Tensor | None = None) -> torch.Tensor:
         """Unscaled ctx (B, h, d, d), float32, by the route ``impl`` asks for (see ``use_gram``).
 
         ``xf`` x, (B, N, C) float32, and ``vf`` v (zero at padded tokens), (B, N, C), cast to float32
@@ -325,7 +322,7 @@ class InLineAttention(nn.Module):
             return self.context_route_gram(xf, keep, count, mean_x)
         if self.impl == 'folded_keys':
             return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
-        if not torch.jit.is_scripting():
+        if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if torch.compiler.is_compiling():
                 return self.context_by_cond(xf, vf, keep, count, mean_x, mean_v)
         if self.use_gram(xf.shape[1]):
@@ -333,7 +330,7 @@ class InLineAttention(nn.Module):
         return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
 
     @torch.jit.unused
-    def context_by_cond(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+    def context_by_cond(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
                         count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Compiled: a Python branch on the token count would guard the graph on it (a recompile,
         or a specialised export, whenever a size crosses the threshold); ``torch.cond`` keeps both
@@ -346,7 +343,7 @@ class InLineAttention(nn.Module):
 
         return torch.cond(self.use_gram(xf.shape[1]), from_gram, from_keys)
 
-    def context_route_gram(self, xf: torch.Tensor, keep: Optional[torch.Tensor], count: torch.Tensor,
+    def context_route_gram(self, xf: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor,
                            mean_x: torch.Tensor) -> torch.Tensor:
         """``context_from_gram`` with the weights read here, float32."""
         c = self.embed_dims
@@ -354,7 +351,7 @@ class InLineAttention(nn.Module):
         xs = xf if keep is None else xf * keep
         return self.context_from_gram(xs, xf, count, mean_x, w[c:2 * c], w[2 * c:])
 
-    def context_route_keys(self, xf: torch.Tensor, vf: torch.Tensor, keep: Optional[torch.Tensor],
+    def context_route_keys(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
                            count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """``context_from_keys`` with the keys formed here, float32."""
         c = self.embed_dims
@@ -395,7 +392,7 @@ class InLineAttention(nn.Module):
         right = (cov @ wv.t()).view(b, c, heads, d).transpose(1, 2)  # (B, h, C, d)
         return wk.view(1, heads, d, c) @ right
 
-    def context_from_centred(self, xl: torch.Tensor, keep: Optional[torch.Tensor], count: torch.Tensor,
+    def context_from_centred(self, xl: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor,
                              mean_x: torch.Tensor) -> torch.Tensor:
         """``context_from_gram`` under bfloat16 autocast: the covariance as one bfloat16 GEMM (float32
         accumulation inside) over x centred on its mean, so that no ``E[x x^T] - mean mean^T`` cancels
@@ -419,15 +416,15 @@ class InLineAttention(nn.Module):
     def context_from_keys(self, k: torch.Tensor, v: torch.Tensor, count: torch.Tensor,
                           mean_k: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Unscaled per-head ctx (B, h, d, d) from k, v (B, N, C) (zero at padded tokens), float32."""
-        b, n, c = k.shape
+        b, n, _c = k.shape
         heads, d = self.num_heads, self.head_dim
         kv = k.view(b, n, heads, d).permute(0, 2, 3, 1) @ v.view(b, n, heads, d).transpose(1, 2)
         return kv / count.view(b, 1, 1, 1) - mean_k.view(b, heads, d, 1) * mean_v.view(b, heads, 1, d)
 
     def global_attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                         valid_mask: Optional[torch.Tensor]) -> torch.Tensor:
+                         valid_mask: torch.Tensor | None) -> torch.Tensor:
         """q, k, v (B, N, C) (k, v already zero at padded tokens) -> (B, N, C)."""
-        b, n, c = q.shape
+        b, n, _c = q.shape
         heads, d = self.num_heads, self.head_dim
         if valid_mask is None:
             count = token_count(q).view(b, 1, 1, 1)
@@ -450,7 +447,7 @@ class InLineAttention(nn.Module):
         return merge_heads(out)
 
     def global_context(self, k: torch.Tensor, v: torch.Tensor,
-                       count: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+                       count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """k, v (B, h, N, d), count (B, 1, 1, 1) -> scaled ctx (B, h, d, d) and mean(v) (B, h, 1, d), float32."""
         kf, vf = cast(k, torch.float32), cast(v, torch.float32)
         mean_k = kf.sum(2, keepdim=True) / count  # (B, h, 1, d)

@@ -7,7 +7,8 @@ input pixels (``valid_hw``, one (h, w) per image) says which cells of a grid at 
 is how the adapters hand a batch's sizes to a backbone that their framework calls with the padded
 tensor alone (the OpenMMLab hook, the torchvision wrapper). Symbolic tracing keeps the size-dependent
 helpers as calls (``tracing.fx_wrap``): call them through this module (``padding.pad_to_multiple``)."""
-from typing import Any, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -36,8 +37,8 @@ def pad_to_multiple(x: torch.Tensor, multiple: int) -> torch.Tensor:
 
 
 @fx_wrap
-def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[List[HW]],
-                    min_size: int) -> Tuple[torch.Tensor, Optional[List[HW]]]:
+def pad_to_min_size(x: torch.Tensor, valid_hw: list[HW] | None,
+                    min_size: int) -> tuple[torch.Tensor, list[HW] | None]:
     """(B, C, H, W) zero-padded bottom/right to at least ``min_size`` per side, with ``valid_hw``
     (each image's real size; the whole input when None) so that the padding is masked."""
     h, w = x.shape[-2], x.shape[-1]
@@ -47,12 +48,12 @@ def pad_to_min_size(x: torch.Tensor, valid_hw: Optional[List[HW]],
     return padded, valid_hw if valid_hw is not None else [(h, w) for _ in range(x.shape[0])]
 
 
-def valid_grid_sizes(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int) -> Optional[List[HW]]:
+def valid_grid_sizes(valid_hw: list[HW] | None, batch_hw: HW, stride: int) -> list[HW] | None:
     """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded."""
     if valid_hw is None:
         return None
     h, w = batch_hw
-    sizes: List[HW] = []
+    sizes: list[HW] = []
     padded = False
     for size in valid_hw:  # loops, not comprehensions: TorchScript
         rows, cols = min((size[0] + stride - 1) // stride, h), min((size[1] + stride - 1) // stride, w)
@@ -62,8 +63,8 @@ def valid_grid_sizes(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int) ->
 
 
 @fx_wrap
-def valid_token_mask(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int,
-                     device: torch.device) -> Optional[torch.Tensor]:
+def valid_token_mask(valid_hw: list[HW] | None, batch_hw: HW, stride: int,
+                     device: torch.device) -> torch.Tensor | None:
     """(B, h*w) bool of tokens that overlap each image's real (unpadded) pixels, or None.
 
     ``valid_hw`` holds each image's real size in input pixels; ``batch_hw`` is the token
@@ -74,7 +75,7 @@ def valid_token_mask(valid_hw: Optional[List[HW]], batch_hw: HW, stride: int,
     return valid_grid_mask(valid_hw, batch_hw, stride, device).view(len(valid_hw), batch_hw[0] * batch_hw[1])
 
 
-def valid_grid_mask(valid_hw: List[HW], grid_hw: HW, stride: int, device: torch.device) -> torch.Tensor:
+def valid_grid_mask(valid_hw: list[HW], grid_hw: HW, stride: int, device: torch.device) -> torch.Tensor:
     """(B, h, w) bool: True on the cells of the ``grid_hw`` grid at ``stride`` that overlap image b's
     real ``valid_hw[b]`` pixels (``ceil(size / stride)`` rows and columns from the top left)."""
     h, w = grid_hw
@@ -86,7 +87,7 @@ def valid_grid_mask(valid_hw: List[HW], grid_hw: HW, stride: int, device: torch.
 
 
 @fx_wrap
-def zero_outside_valid(x: torch.Tensor, valid_hw: Optional[List[HW]]) -> torch.Tensor:
+def zero_outside_valid(x: torch.Tensor, valid_hw: list[HW] | None) -> torch.Tensor:
     """(B, C, H, W) with each image's pixels outside its real ``valid_hw[b]`` size set to 0, whatever
     they held (a ``pad_value`` such as 114, noise, NaN): what the image meets alone, zero padding. The
     same tensor when nothing is padded (``valid_hw`` None or every image the whole input).
@@ -106,7 +107,7 @@ def zero_outside_valid(x: torch.Tensor, valid_hw: Optional[List[HW]]) -> torch.T
 
 
 @fx_wrap
-def with_prefix_tokens(mask: Optional[torch.Tensor], num_prefix_tokens: int) -> Optional[torch.Tensor]:
+def with_prefix_tokens(mask: torch.Tensor | None, num_prefix_tokens: int) -> torch.Tensor | None:
     """A (B, h*w) token mask (or None) with ``num_prefix_tokens`` True columns first: (B, P + h*w), for
     a ViT's tokens (its cls token first), which are never padding."""
     if mask is None or num_prefix_tokens == 0:
@@ -115,7 +116,7 @@ def with_prefix_tokens(mask: Optional[torch.Tensor], num_prefix_tokens: int) -> 
 
 
 @fx_wrap
-def zero_padding(tokens: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def zero_padding(tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """(B, N, C) tokens with the padded ones (``mask`` False) set to 0, as an unpadded image's
     zero padding would be; unchanged when ``mask`` is None. Used before every downsampling,
     whose windows reach past an image's border."""
@@ -129,8 +130,8 @@ class PaddedBatchSizes:
     (slide inference) or on other tensors is left alone."""
 
     def __init__(self) -> None:
-        self.batch_hw: Optional[Tuple[int, int, int]] = None  # (B, H, W) of the recorded batch
-        self.sizes: Optional[List[HW]] = None
+        self.batch_hw: tuple[int, int, int] | None = None  # (B, H, W) of the recorded batch
+        self.sizes: list[HW] | None = None
 
     def record(self, batch: torch.Tensor, sizes: Sequence[Sequence[int]]) -> None:
         """Remembers the real (height, width) of each image of the padded (B, C, H, W) ``batch``."""
@@ -140,7 +141,7 @@ class PaddedBatchSizes:
     def clear(self) -> None:
         self.batch_hw = self.sizes = None
 
-    def for_input(self, x: Any) -> Optional[List[HW]]:
+    def for_input(self, x: Any) -> list[HW] | None:
         """The recorded sizes when ``x`` is the recorded batch (a 4-D tensor of its batch size and
         spatial size), else None."""
         if self.sizes is None or not isinstance(x, torch.Tensor) or x.ndim != 4:

@@ -1,7 +1,6 @@
 """Learned position embeddings on a grid of any size: resized (``mode``: bilinear as PVT, or bicubic
 with antialiasing as timm's ViTs, both align_corners=False) to the input's grid, and in a padded batch
 to each image's own grid, so that padding never moves an image's positions."""
-from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +31,7 @@ def resize_pos_embed(pos_embed: torch.Tensor, src_hw: HW, dst_hw: HW, mode: str 
 
 
 @fx_wrap
-def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Optional[List[HW]],
+def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: list[HW] | None,
                    stride: int, mode: str = 'bilinear') -> torch.Tensor:
     """The (1, h0*w0, C) embedding of the ``pos_hw`` grid resized to the ``hw`` grid: (1, h*w, C);
     for a padded batch (``valid_hw``, real image sizes in pixels, at this ``stride``), (B, h*w, C)
@@ -43,7 +42,7 @@ def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: Option
         return resize_pos_embed(pos_embed, pos_hw, hw, mode)
     c = pos_embed.shape[-1]
     pos = pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
-    resized: Dict[str, torch.Tensor] = {}  # by 'h,w' (TorchScript keys no tuples)
+    resized: dict[str, torch.Tensor] = {}  # by 'h,w' (TorchScript keys no tuples)
     for i, size in enumerate(sizes):
         key = f'{size[0]},{size[1]}'
         if key not in resized:  # (h_i, w_i, C); no flatten and view back: traced, each costs seconds

@@ -5,8 +5,9 @@ and returns a :class:`BackboneSettings`; the family makes its stem and stages (t
 ``layers.inline_attention`` and ``layers.transformer_block``); then ``InLineBackboneBase.__init__``
 takes the settings and the built modules and finishes (output norms, freezing, initialisation).
 """
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import torch
 
@@ -26,16 +27,16 @@ class BackboneSettings:
     """
 
     name: str
-    arch: Dict[str, Any]
-    embed_dims: Tuple[int, ...]
-    depths: Tuple[int, ...]
-    num_heads: Tuple[int, ...]
-    attn_kinds: List[List[str]]
-    block_drop_path: List[List[float]]
+    arch: dict[str, Any]
+    embed_dims: tuple[int, ...]
+    depths: tuple[int, ...]
+    num_heads: tuple[int, ...]
+    attn_kinds: list[list[str]]
+    block_drop_path: list[list[float]]
     in_channels: int
     kernel: str
     attn_impl: str
-    out_indices: Tuple[int, ...]
+    out_indices: tuple[int, ...]
     out_norm: bool
     frozen_stages: int
 
@@ -44,10 +45,10 @@ class BackboneSettings:
         return len(self.depths)
 
 
-def resolve_settings(name: str, presets: Mapping[str, Mapping[str, Any]], arch: Union[str, Mapping[str, Any]],
+def resolve_settings(name: str, presets: Mapping[str, Mapping[str, Any]], arch: str | Mapping[str, Any],
                      arch_overrides: Mapping[str, Any], *, in_channels: int, kernel: str, attn_impl: str,
                      out_indices: Sequence[int], out_norm: bool, frozen_stages: int, drop_path_rate: float,
-                     options: Optional[Mapping[str, Any]] = None, stage_lists: Optional[Mapping[str, Sequence]] = None,
+                     options: Mapping[str, Any] | None = None, stage_lists: Mapping[str, Sequence] | None = None,
                      allow_mixed: bool = False) -> BackboneSettings:
     """Checks a family's arguments and resolves its arch; a one-line error naming the setting otherwise.
 

@@ -17,7 +17,7 @@ exactly.
 Plain torch; the norm is a factory (default :class:`LayerNorm2d`) so that mmdet's ``norm_cfg`` can
 supply its own (:mod:`inline_dense.openmmlab.necks`).
 """
-from typing import Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +41,7 @@ class LayerNorm2d(nn.Module):
         return x.permute(0, 3, 1, 2)
 
 
-def pyramid_channels(backbone_channel: int) -> List[int]:
+def pyramid_channels(backbone_channel: int) -> list[int]:
     """The channels of the four rescaled maps (strides 4, 8, 16, 32): ``[C/4, C/2, C, C]``."""
     return [backbone_channel // 4, backbone_channel // 2, backbone_channel, backbone_channel]
 
@@ -63,7 +63,7 @@ class SimpleFeaturePyramid(nn.Module):
     """
 
     def __init__(self, backbone_channel: int, out_channels: int = 256, num_outs: int = 5,
-                 in_channels: Optional[Sequence[int]] = None, norm_layer: Optional[NormFactory] = None) -> None:
+                 in_channels: Sequence[int] | None = None, norm_layer: NormFactory | None = None) -> None:
         super().__init__()
         if backbone_channel < 4 or backbone_channel % 4:
             raise ValueError(f'SimpleFeaturePyramid: backbone_channel={backbone_channel} must be a positive multiple '
@@ -94,7 +94,7 @@ class SimpleFeaturePyramid(nn.Module):
             nn.Sequential(nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False), norm(out_channels))
             for _ in expected)
 
-    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         """``(B, C, H, W)`` stride-16 map -> ``num_outs`` maps, finest first (shapes in the class docstring)."""
         if x.dim() != 4 or x.shape[1] != self.backbone_channel:
             raise ValueError(f'SimpleFeaturePyramid: expects one (B, {self.backbone_channel}, H, W) map, got '

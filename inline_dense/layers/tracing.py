@@ -12,15 +12,16 @@ imported by name.
 The lists are filled as the modules are imported; :mod:`inline_dense.models.tracing` imports every
 family first and gives them whole (``FX_LEAF_MODULES``, ``FX_AUTOWRAP_FUNCTIONS``)."""
 import sys
-from typing import Callable, List, Type, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import nn
 
-LEAF_MODULES: List[Type[nn.Module]] = []
-AUTOWRAP_FUNCTIONS: List[Callable] = []
+LEAF_MODULES: list[type[nn.Module]] = []
+AUTOWRAP_FUNCTIONS: list[Callable] = []
 
-M = TypeVar('M', bound=Type[nn.Module])
+M = TypeVar('M', bound=type[nn.Module])
 F = TypeVar('F', bound=Callable)
 
 # ``torch.fx.wrap`` must be called from the top level of the module that defines the function (it
@@ -36,6 +37,6 @@ def fx_leaf(cls: M) -> M:
 
 def fx_wrap(fn: F) -> F:
     """Marks a function that symbolic tracing keeps as one call: ``torch.fx.wrap`` in its module."""
-    exec(_WRAP, vars(sys.modules[fn.__module__]), dict(wrap=torch.fx.wrap, name=fn.__name__))  # noqa: S102
+    exec(_WRAP, vars(sys.modules[fn.__module__]), dict(wrap=torch.fx.wrap, name=fn.__name__))
     AUTOWRAP_FUNCTIONS.append(fn)
     return fn

@@ -1,13 +1,12 @@
 """Window layout of a token grid: (B, H, W, C) <-> (B * windows, window tokens, C), for the window
 attentions (Swin's shifted windows, CSwin's stripes)."""
-from typing import Union
 
 import torch
 
 from ..typing import HW
 
 
-def window_partition(x: torch.Tensor, win: Union[int, HW]) -> torch.Tensor:
+def window_partition(x: torch.Tensor, win: int | HW) -> torch.Tensor:
     """(B, H, W, C) with H, W multiples of the window (wh, ww), or of ``win`` x ``win`` for an int
     -> (B*nW, wh*ww, C), windows in row-major order per image."""
     wh, ww = (win, win) if isinstance(win, int) else win
@@ -19,7 +18,7 @@ def window_partition(x: torch.Tensor, win: Union[int, HW]) -> torch.Tensor:
     return x.reshape(b * rows * cols, wh * ww, c)
 
 
-def window_reverse(windows: torch.Tensor, win: Union[int, HW], hw: HW, batch: int) -> torch.Tensor:
+def window_reverse(windows: torch.Tensor, win: int | HW, hw: HW, batch: int) -> torch.Tensor:
     """(B*nW, wh*ww, C) from :func:`window_partition` -> (B, H, W, C) of the ``hw`` grid,
     ``batch`` = B."""
     wh, ww = (win, win) if isinstance(win, int) else win

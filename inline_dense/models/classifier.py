@@ -16,7 +16,8 @@ contract: ``forward_features`` gives the normalised tokens (B, P + h*w, C), cls 
 (the tokens unpooled).
 """
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,13 +32,13 @@ from ..layers.weight_init import trunc_normal_
 from ..typing import HW, StateDict
 
 # from the variant table (inline_dense.variants): variant -> (family, preset)
-VARIANTS: Dict[str, Tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
+VARIANTS: dict[str, tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
 POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
-TOKEN_POOLS = ('token',) + POOLS  # a ViT's (prefix tokens): the cls token too
+TOKEN_POOLS = ('token', *POOLS)  # a ViT's (prefix tokens): the cls token too
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')
 
 
-def check_output_stride(output_stride: Optional[int], name: str, strides: Sequence[int]) -> None:
+def check_output_stride(output_stride: int | None, name: str, strides: Sequence[int]) -> None:
     """Only the backbone's own (the last of ``strides``, its outputs' strides): the InLine backbones
     downsample by strided patch embeddings / merges, with no dilation to trade."""
     if output_stride is not None and output_stride != strides[-1]:
@@ -49,10 +50,10 @@ def check_output_stride(output_stride: Optional[int], name: str, strides: Sequen
                          f'stride 8 or 16).')
 
 
-def take_indices(num_stages: int, indices: Optional[Union[int, List[int]]]) -> Tuple[List[int], int]:
+def take_indices(num_stages: int, indices: int | list[int] | None) -> tuple[list[int], int]:
     """timm's index convention: None -> all stages, an int n -> the last n, a sequence -> those
     (negative from the end). Returns (sorted stage indices, the largest). Loops, for TorchScript."""
-    chosen: List[int] = []
+    chosen: list[int] = []
     if indices is None:
         chosen = list(range(num_stages))
     elif isinstance(indices, int):
@@ -95,9 +96,9 @@ class InLineClassifier(nn.Module):
     (or (B, C) with ``pre_logits``).
     """
 
-    def __init__(self, family: str = registry.EXAMPLE_FAMILY, arch: Union[str, dict] = 'tiny', num_classes: int = 1000,
-                 global_pool: Optional[str] = None, drop_rate: float = 0.0, in_chans: int = 3,
-                 output_stride: Optional[int] = None, **backbone_kwargs) -> None:
+    def __init__(self, family: str = registry.EXAMPLE_FAMILY, arch: str | dict = 'tiny', num_classes: int = 1000,
+                 global_pool: str | None = None, drop_rate: float = 0.0, in_chans: int = 3,
+                 output_stride: int | None = None, **backbone_kwargs) -> None:
         super().__init__()
         if family not in registry.FAMILIES:
             raise ValueError(f'family={family!r}: use one of {sorted(registry.FAMILIES)}.')
@@ -153,7 +154,7 @@ class InLineClassifier(nn.Module):
     def get_classifier(self) -> nn.Module:
         return self.head
 
-    def reset_classifier(self, num_classes: int, global_pool: Optional[str] = None) -> None:
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         """A new head with ``num_classes`` outputs (0: none, ``forward`` gives pooled features)."""
         if global_pool is not None:
             self.global_pool = self._check_pool(global_pool)
@@ -226,7 +227,7 @@ class InLineClassifier(nn.Module):
 
     # ------------------------------------------------------------------ timm's optimizer contract
     @torch.jit.ignore
-    def no_weight_decay(self) -> Set[str]:
+    def no_weight_decay(self) -> set[str]:
         """Parameters timm's optimizer factory must not decay beyond its own rule (every 1-D
         parameter, i.e. norms and biases): the family's (its spec's ``head.no_weight_decay``), e.g.
         Swin's relative-position bias tables, PVT's position embeddings."""
@@ -234,7 +235,7 @@ class InLineClassifier(nn.Module):
         return {n for n, _ in self.named_parameters() if endings and n.endswith(endings)}
 
     @torch.jit.ignore
-    def group_matcher(self, coarse: bool = False) -> Dict[str, Any]:
+    def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
         """timm's parameter groups (layer-wise LR decay), the family's (its spec's ``head.groups``):
         for a pyramid the stem, then per stage its entry (PVT's patch / position embedding, CSwin's
         merge) and blocks, Swin's merge at its stage's end, the final norm last."""
@@ -242,10 +243,10 @@ class InLineClassifier(nn.Module):
         return dict(stem=groups.stem, blocks=groups.coarse if coarse else list(groups.fine))
 
     # ------------------------------------------------------------------ timm's feature-getter contract
-    def forward_intermediates(self, x: torch.Tensor, indices: Optional[Union[int, List[int]]] = None,
-                              norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',
-                              intermediates_only: bool = False, valid_hw: Optional[List[HW]] = None
-                              ) -> Union[List[torch.Tensor], Tuple[torch.Tensor, List[torch.Tensor]]]:
+    def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
+                              norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',  # noqa: ARG002
+                              intermediates_only: bool = False, valid_hw: list[HW] | None = None
+                              ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
         """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;
         with ``norm`` the final norm is applied to the last stage's map. Unless
         ``intermediates_only``, also returns the final features (as ``forward_features``).
@@ -264,7 +265,7 @@ class InLineClassifier(nn.Module):
         chosen, _ = take_indices(len(stages), indices)
         last = len(stages) - 1
         vit = self.num_prefix_tokens > 0  # every block as wide as the last: the final norm fits each (timm's ViT)
-        intermediates: List[torch.Tensor] = []
+        intermediates: list[torch.Tensor] = []
         for i in chosen:
             t = self._final_norm(stages[i]) if norm and (vit or i == last) else stages[i]
             intermediates.append(t.permute(0, 2, 3, 1) if output_fmt == 'NHWC' else t)
@@ -275,8 +276,8 @@ class InLineClassifier(nn.Module):
         return self._final_norm(stages[-1]), intermediates
 
     @torch.jit.ignore
-    def prune_intermediate_layers(self, indices: Union[int, Sequence[int]] = 1, prune_norm: bool = False,
-                                  prune_head: bool = True) -> List[int]:
+    def prune_intermediate_layers(self, indices: int | Sequence[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
         """Removes the stages after the last of ``indices`` (and the final norm / head if asked);
         returns the stage indices kept for ``forward_intermediates``. As timm's models: without its
         head (``prune_head``, or a pyramid's stages removed: the head was sized for the last one) the
@@ -317,8 +318,8 @@ class InLineClassifier(nn.Module):
         out.update(head)
         return out
 
-    def load_pretrained(self, checkpoint: Union[str, Mapping[str, torch.Tensor]], weights: str = 'auto',
-                        advice: Optional[Advice] = None) -> List[str]:
+    def load_pretrained(self, checkpoint: str | Mapping[str, torch.Tensor], weights: str = 'auto',
+                        advice: Advice | None = None) -> list[str]:
         """Loads the authors' checkpoint (a path, URL or ``inline://`` name; EMA weights when the file
         has them, unless ``weights`` says 'model') strictly through the one loader
         (:func:`inline_dense.checkpoint.load_file`). Its head only if it fits ``num_classes``: a head of
@@ -330,7 +331,7 @@ class InLineClassifier(nn.Module):
         Returns the checkpoint keys not loaded."""
         first_conv = registry.FAMILIES[self.family].head.first_conv + '.weight'
 
-        def convert(state: StateDict) -> Tuple[StateDict, List[str]]:
+        def convert(state: StateDict) -> tuple[StateDict, list[str]]:
             state = self.convert_pretrained(state)
             if first_conv in state:
                 state[first_conv] = adapt_input_conv(state[first_conv], self.in_chans, first_conv)
@@ -344,13 +345,13 @@ class InLineClassifier(nn.Module):
                          example=variants.example_of(self.family)).dropped
 
 
-def variant_kwargs(variant: str) -> Dict[str, str]:
+def variant_kwargs(variant: str) -> dict[str, str]:
     """A published variant's ``{'family': ..., 'arch': ...}`` (from :mod:`inline_dense.variants`)."""
     entry = variants.variant(variant)
     return dict(family=entry.family, arch=entry.arch)
 
 
-def build_classifier(variant: str, num_classes: int = 1000, checkpoint: Optional[str] = None,
+def build_classifier(variant: str, num_classes: int = 1000, checkpoint: str | None = None,
                      **kwargs) -> InLineClassifier:
     """The authors' ImageNet model ``variant`` (a name of :data:`inline_dense.variants.VARIANTS`),
     loaded from ``checkpoint`` (a path, URL or ``inline://`` name) when given."""

@@ -3,7 +3,6 @@
 It sits with the models, above the checkpoint reading it uses: each family's spec knows the keys only
 its checkpoints have (``key_patterns``), its backbone class the conversion (``convert_pretrained``,
 the family's ``convert.py``)."""
-from typing import Tuple
 
 from .. import registry
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
@@ -39,7 +38,7 @@ def check_family(state: StateDict, backbone: str, source: str) -> str:
 
 
 def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = False,
-                 weights: str = 'auto') -> Tuple[str, int, int]:
+                 weights: str = 'auto') -> tuple[str, int, int]:
     """Reads ``src`` (authors' layout; a path, ``inline://<variant>`` or an http(s) URL), writes
     ``{'state_dict': ..., 'meta': ...}`` to ``dst`` (a ``.safetensors`` ``dst``: the tensors, with
     the meta in the file's header; see ``saving.save_converted``).

@@ -16,12 +16,13 @@ import importlib.util
 import sys
 import types
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 PACKAGE = 'inline_dense.models'
 
 # old module (under inline_dense.models) -> the modules that now hold its names, searched in order
-MOVED: Dict[str, Tuple[str, ...]] = {
+MOVED: dict[str, tuple[str, ...]] = {
     'inline_attention': ('inline_dense.layers.inline_attention',),
     'tensor_utils': ('inline_dense.layers.tensor_utils',),
     'weight_init': ('inline_dense.layers.weight_init',),
@@ -38,7 +39,7 @@ MOVED: Dict[str, Tuple[str, ...]] = {
 }
 
 
-def _forwarding(old: str, targets: Sequence[str]) -> Tuple[Any, Any]:
+def _forwarding(old: str, targets: Sequence[str]) -> tuple[Any, Any]:
     """The old module's ``__getattr__`` and ``__dir__`` (PEP 562): names from ``targets``."""
     modules = [importlib.import_module(t) for t in targets]
 
@@ -48,7 +49,7 @@ def _forwarding(old: str, targets: Sequence[str]) -> Tuple[Any, Any]:
                 return getattr(module, name)
         raise AttributeError(f'module {old!r} (moved to {", ".join(targets)}) has no attribute {name!r}')
 
-    def dir_() -> List[str]:
+    def dir_() -> list[str]:
         return sorted({n for module in modules for n in dir(module) if not n.startswith('__')})
     return getattr_, dir_
 
@@ -56,14 +57,14 @@ def _forwarding(old: str, targets: Sequence[str]) -> Tuple[Any, Any]:
 class MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds the old names of :data:`MOVED`; loads each as a module that forwards to the new ones."""
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None,
-                  target: Optional[types.ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,  # noqa: ARG002
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:  # noqa: ARG002
         package, _, name = fullname.rpartition('.')
         if package != PACKAGE or name not in MOVED:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:  # noqa: ARG002
         return None  # the default module
 
     def exec_module(self, module: types.ModuleType) -> None:

@@ -13,12 +13,12 @@ that take ``autowrap_functions``. Both are filled where each brick is defined
 timm users need nothing: ``import inline_dense.timm`` registers both lists with timm's
 ``register_notrace_module`` / ``register_notrace_function`` (``feature_cls='fx'``).
 """
-from typing import Callable, Tuple, Type
+from collections.abc import Callable
 
 from torch import nn
 
 from .. import models  # noqa: F401  (every family's model: their bricks mark themselves as imported)
 from ..layers import tracing
 
-FX_LEAF_MODULES: Tuple[Type[nn.Module], ...] = tuple(tracing.LEAF_MODULES)
-FX_AUTOWRAP_FUNCTIONS: Tuple[Callable, ...] = tuple(tracing.AUTOWRAP_FUNCTIONS)
+FX_LEAF_MODULES: tuple[type[nn.Module], ...] = tuple(tracing.LEAF_MODULES)
+FX_AUTOWRAP_FUNCTIONS: tuple[Callable, ...] = tuple(tracing.AUTOWRAP_FUNCTIONS)

@@ -28,13 +28,13 @@ The torch-only core (:mod:`inline_dense.models`) imports none of this.
 """
 import inline_dense_mmcv_hook
 
-from .. import warning_filters  # noqa: E402  (imports nothing else)
+from .. import warning_filters  # imports nothing else
 
 warning_filters.install()  # before mmengine / mmdet / mmseg are imported: their import warnings, named
 inline_dense_mmcv_hook.install()  # 1. before mmcv.ops is imported below: mmcv-lite gets its ops
 
 from . import backbones, engine, necks  # noqa: E402,F401  2. backbones, neck, hooks register themselves as defined
-from .backbones import *  # noqa: E402,F401,F403  (every family's registered class, by its name)
+from .backbones import *  # noqa: E402,F403  (every family's registered class, by its name)
 from .engine import image_guards  # noqa: E402
 from .log_bridge import bridge_core_logging  # noqa: E402
 from .mmengine_scheme import register_mmengine_scheme  # noqa: E402

@@ -15,7 +15,7 @@ the random numbers the neck and head draw at construction are the same as before
 """
 import copy
 import inspect
-from typing import TYPE_CHECKING, Any, List, Union
+from typing import TYPE_CHECKING, Any
 
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import initialize
@@ -25,7 +25,7 @@ from .. import models as core
 from .. import variants
 from ..checkpoint import INIT_CFG, load_pretrained
 
-InitCfg = Union[dict, List[dict], None]
+InitCfg = dict | list[dict] | None
 
 if TYPE_CHECKING:  # what the mixin stands in front of (at run time it adds no base class)
     from ..layers.backbone import InLineBackboneBase as _Core

@@ -1,6 +1,6 @@
 """A whole mmdet/mmseg model from a config, called on a plain image batch (no dataset)."""
 import inspect
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 from torch import nn
@@ -12,7 +12,7 @@ class UnsupportedConfigModel(ValueError):
     """A config whose model cannot be called on a plain image batch (one line: why, what instead)."""
 
 
-def tensor_mode_problem(model: nn.Module, config_path: str) -> Optional[str]:
+def tensor_mode_problem(model: nn.Module, config_path: str) -> str | None:
     """Why ``model`` cannot run in ``mode='tensor'`` on an image batch, or None. mmseg's
     ``EncoderDecoder._forward`` calls ``decode_head.forward(features)`` alone; a head whose forward
     needs more (Mask2FormerHead: the data samples) fails there with a signature error."""
@@ -36,7 +36,7 @@ class ConfigModel(nn.Module):
     carrying the image sizes are made up for the batch, so no dataset is needed.
     """
 
-    def __init__(self, config_path: str, cfg_options: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, config_path: str, cfg_options: dict[str, Any] | None = None) -> None:
         super().__init__()
         from mmengine.registry import init_default_scope
         from mmengine.utils import import_modules_from_strings
@@ -60,7 +60,7 @@ class ConfigModel(nn.Module):
         self.sample_type = Sample
         self.scope = scope
 
-    def samples(self, x: torch.Tensor) -> List[Any]:
+    def samples(self, x: torch.Tensor) -> list[Any]:
         h, w = x.shape[-2:]
         meta = dict(img_shape=(h, w), ori_shape=(h, w), pad_shape=(h, w), batch_input_shape=(h, w),
                     scale_factor=(1.0, 1.0))

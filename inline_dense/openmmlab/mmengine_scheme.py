@@ -3,14 +3,14 @@
 :func:`register_mmengine_scheme` is called by the adapter's ``__init__`` (:mod:`inline_dense.openmmlab`);
 the reading itself is the torch-only :mod:`inline_dense.checkpoint`'s.
 """
-from typing import Any, Dict
+from typing import Any
 
 from ..checkpoint import INIT_CFG
 from ..checkpoint.reading import read_checkpoint, select_weights
 from ..checkpoint.sources import SCHEME, resolve
 
 
-def load_from_inline(filename: str, map_location: Any = None) -> Dict[str, Any]:
+def load_from_inline(filename: str, map_location: Any = None) -> dict[str, Any]:
     """mmengine ``CheckpointLoader`` scheme for ``inline://``: the file read safely (see
     ``loading.read_checkpoint``), with the chosen weights (EMA if present) under ``state_dict``
     in the file's own key layout (our backbones' ``init_cfg`` also converts the layout)."""

@@ -17,7 +17,8 @@ names any other global (``os.system``, ``builtins.eval``, ...) is still refused.
 """
 import pickle
 import re
-from typing import Any, Callable, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from mmengine.logging import HistoryBuffer
@@ -53,14 +54,14 @@ def history_buffer_statistic(obj: Any, name: str) -> Callable:
                      f'Load only checkpoints you trust; this one holds more than mmengine writes.')
 
 
-def history_buffer_globals() -> List[Tuple[Any, str]]:
+def history_buffer_globals() -> list[tuple[Any, str]]:
     """mmengine's own entries, as (object, its pickle name): ``HistoryBuffer`` and the
     ``builtins.getattr`` stand-in for its statistics."""
     return [(HistoryBuffer, f'{HistoryBuffer.__module__}.{HistoryBuffer.__qualname__}'),
             (history_buffer_statistic, 'builtins.getattr')]
 
 
-def mmengine_safe_globals() -> List[Tuple[Any, str]]:
+def mmengine_safe_globals() -> list[tuple[Any, str]]:
     """The globals mmengine 0.10's Runner checkpoints need, for ``add_safe_globals``: mmengine's
     own (:func:`history_buffer_globals`) and numpy's arrays and scalars
     (:mod:`inline_dense.checkpoint.numpy_types`)."""

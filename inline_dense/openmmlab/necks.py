@@ -14,7 +14,8 @@ brick's docstring); no ``conv_cfg`` / ``act_cfg`` (mmdet's configs leave them at
 and no activation, which is what this does); 1x1 and 3x3 convolutions carry no bias (a norm follows,
 as in detectron2's ViTDet; mmdet's ``ConvModule`` drops the bias too when a norm follows).
 """
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from mmcv.cnn import build_norm_layer
@@ -50,9 +51,9 @@ class SimpleFPN(SimpleFeaturePyramid, BaseModule):
     a tuple of ``num_outs`` maps at strides 4, 8, 16, 32 (, 64).
     """
 
-    def __init__(self, backbone_channel: int, in_channels: Optional[Sequence[int]] = None, out_channels: int = 256,
-                 num_outs: int = 5, norm_cfg: Optional[dict] = None,
-                 init_cfg: Union[dict, List[dict], None] = None) -> None:
+    def __init__(self, backbone_channel: int, in_channels: Sequence[int] | None = None, out_channels: int = 256,
+                 num_outs: int = 5, norm_cfg: dict | None = None,
+                 init_cfg: dict | list[dict] | None = None) -> None:
         norm_cfg = dict(type='LN2d', requires_grad=True) if norm_cfg is None else norm_cfg
 
         def norm(channels: int) -> nn.Module:
@@ -61,7 +62,7 @@ class SimpleFPN(SimpleFeaturePyramid, BaseModule):
         super().__init__(backbone_channel, out_channels, num_outs, in_channels=in_channels, norm_layer=norm)
         self.init_cfg = init_cfg
 
-    def forward(self, inputs: Any) -> Tuple[torch.Tensor, ...]:  # type: ignore[override]
+    def forward(self, inputs: Any) -> tuple[torch.Tensor, ...]:  # type: ignore[override]
         """The backbone's outputs (a tuple of maps, the last used, or one map) -> ``num_outs`` maps."""
         if isinstance(inputs, (tuple, list)):
             if not inputs:

@@ -5,7 +5,8 @@ Import this module (e.g. ``custom_imports=dict(imports=['inline_dense.openmmlab.
 to register them; a registry whose package is not installed is skipped.
 """
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import ClassVar
 
 from mmengine.dist import barrier, is_distributed
 
@@ -14,7 +15,7 @@ from ..toy_data.coco import DEFAULT_COCO_ROOT, TOY_COCO_CLASSES, TOY_COCO_PALETT
 from ..toy_data.folder import read_stamp
 
 
-def ensure_toy_folder(make: Callable[..., str], data_root: str, toy_data: Optional[dict]) -> None:
+def ensure_toy_folder(make: Callable[..., str], data_root: str, toy_data: dict | None) -> None:
     """Generates ``data_root`` with ``make(data_root, **toy_data)`` unless it holds toy data already
     (made by this version of the generator; other settings are kept).
 
@@ -43,7 +44,7 @@ class ToyFolderMixin:
     make_toy: Callable[..., str]
     default_root: str
 
-    def __init__(self, *args, data_root: Optional[str] = None, toy_data: Optional[dict] = None, **kwargs) -> None:
+    def __init__(self, *args, data_root: str | None = None, toy_data: dict | None = None, **kwargs) -> None:
         data_root = data_root or self.default_root
         ensure_toy_folder(type(self).make_toy, data_root, toy_data)
         super().__init__(*args, data_root=data_root, **kwargs)
@@ -68,7 +69,7 @@ if CocoDataset is not None:
         """mmdet's CocoDataset on the toy COCO folder (default ``data/toy_coco``), generated on
         first use with ``make_toy_coco(data_root, **toy_data)``."""
 
-        METAINFO = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
+        METAINFO: ClassVar[dict] = dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE)
         make_toy = staticmethod(make_toy_coco)
         default_root = DEFAULT_COCO_ROOT
 
@@ -79,6 +80,6 @@ if ADE20KDataset is not None:
         """mmseg's ADE20KDataset (reduce_zero_label=True) on the toy ADE folder (default
         ``data/toy_ade``), generated on first use with ``make_toy_ade(data_root, **toy_data)``."""
 
-        METAINFO = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
+        METAINFO: ClassVar[dict] = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
         make_toy = staticmethod(make_toy_ade)
         default_root = DEFAULT_ADE_ROOT

@@ -32,12 +32,12 @@ import importlib.util
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Tuple
 
 import torch
 import torch.nn.functional as F
-import torchvision  # noqa: F401  (registers torch.ops.torchvision.*)
+import torchvision  # registers torch.ops.torchvision.*
 from torch import Tensor
 
 IS_STAND_IN = True
@@ -74,7 +74,7 @@ def _check_float(op: str, name: str, t: Tensor) -> None:
              f'convert it with .float()')
 
 
-def _check_same_device(op: str, first: Tuple[str, Tensor], *others: Tuple[str, Tensor]) -> None:
+def _check_same_device(op: str, first: tuple[str, Tensor], *others: tuple[str, Tensor]) -> None:
     for name, t in others:
         _require(t.device == first[1].device, f'{op}: {name} is on {t.device} but {first[0]} is on '
                  f'{first[1].device}; move both to the same device')
@@ -100,7 +100,7 @@ def _check_rois(op: str, rois: Tensor, batch: int) -> None:
                            'the boxes come from a diverged model or broken annotations: check the losses and data')
 
 
-def _check_out(op: str, name: str, t: Tensor, shape: Tuple[int, ...]) -> None:
+def _check_out(op: str, name: str, t: Tensor, shape: tuple[int, ...]) -> None:
     _require(tuple(t.shape) == tuple(shape), f'{op}: {name} must have shape {tuple(shape)}, got {tuple(t.shape)}')
 
 
@@ -237,7 +237,7 @@ def _check_roi_boxes(op: str, rois: Tensor, pooled_h: int, pooled_w: int, spatia
                            'clip the boxes to the image (mmdet: clip_border) or pass a sampling_ratio > 0')
 
 
-def _check_roi_align_call(op: str, maps: Tuple[str, Tensor], pooled: Tuple[str, Tensor], rois: Tensor,
+def _check_roi_align_call(op: str, maps: tuple[str, Tensor], pooled: tuple[str, Tensor], rois: Tensor,
                           aligned_height: int, aligned_width: int, spatial_scale: float, sampling_ratio: int,
                           pool_mode: int, aligned: bool) -> None:
     """What both directions of roi_align check: ``maps`` (B, C, H, W) the features (forward) or their
@@ -308,7 +308,7 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
         grad_input.add_(grad)
 
 
-def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> Tuple[Tensor, ...]:
+def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> tuple[Tensor, ...]:
     """mmcv's bilinear sampling rule at points (y, x): corner indices, weights and validity.
 
     Points more than one pixel outside the map read 0; points in [-1, 0) read the border.
@@ -337,7 +337,7 @@ def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> Tuple[Te
             x_high.clamp(0, width - 1), *weights)
 
 
-def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     offset = 0.5 if aligned else 0.0
     start_w = roi[1] * spatial_scale - offset
     start_h = roi[2] * spatial_scale - offset
@@ -350,7 +350,7 @@ def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> Tuple[Tensor, 
 
 
 def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
-                   sampling_ratio: int, aligned: bool) -> Tuple[Tensor, Tensor, Tensor]:
+                   sampling_ratio: int, aligned: bool) -> tuple[Tensor, Tensor, Tensor]:
     """Max pooling over each bin's bilinear samples, as mmcv's kernel: (K, C, PH, PW) values and
     the (y, x) sample coordinates of the first maximum (-1 where a bin has no sample)."""
     num_rois, channels = rois.shape[0], input.shape[1]
@@ -363,8 +363,8 @@ def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, sp
         roi = rois[k]
         start_h, start_w, roi_h, roi_w = _roi_box(roi, spatial_scale, aligned)
         bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_h) / pooled_h))
-        grid_w = sampling_ratio if sampling_ratio > 0 else int(math.ceil(float(roi_w) / pooled_w))
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_h) / pooled_h)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_w) / pooled_w)
         if grid_h == 0 or grid_w == 0:
             continue
         dev, dt = input.device, input.dtype

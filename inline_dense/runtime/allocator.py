@@ -14,13 +14,12 @@ glibc's environment variables for its workers). :func:`minor_faults` counts the 
 import ctypes
 import ctypes.util
 import resource
-from typing import Optional
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 
 
-def _libc() -> Optional[ctypes.CDLL]:
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library('c')
     if name is None:
         return None

@@ -6,26 +6,26 @@
 (Swin, PVT, CSwin blocks), :func:`inline_impl` switches each for a while and puts it back: the FLOP
 counter counts on the textbook path, the ONNX export falls back to another evaluation.
 """
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, Tuple
 
 from torch import nn
 
 from ..layers.inline_attention import IMPLS, InLineAttention
 
 
-def inline_layers(model: nn.Module) -> List[nn.Module]:
+def inline_layers(model: nn.Module) -> list[nn.Module]:
     """Every ``InLineAttention`` inside ``model`` (``model`` itself included)."""
     return [m for m in model.modules() if isinstance(m, InLineAttention)]
 
 
 @contextmanager
-def inline_impl(model: nn.Module, impl: Optional[str]) -> Iterator[None]:
+def inline_impl(model: nn.Module, impl: str | None) -> Iterator[None]:
     """Runs every ``InLineAttention`` inside ``model`` with ``impl`` while active, then puts
     each back as it was; ``impl=None`` changes nothing."""
     if impl is not None and impl not in IMPLS:
         raise ValueError(f'unknown InLine implementation {impl!r}; choose from {list(IMPLS)}.')
-    changed: List[Tuple[nn.Module, str]] = []
+    changed: list[tuple[nn.Module, str]] = []
     if impl is not None:
         for module in inline_layers(model):
             changed.append((module, module.impl))

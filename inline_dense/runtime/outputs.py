@@ -1,5 +1,6 @@
 """The tensors of a model's (nested) outputs."""
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 

@@ -11,8 +11,9 @@ in one printed line. CUDA: float16 (autocast's default; the training tools add a
 """
 import contextlib
 import sys
-from functools import lru_cache
-from typing import Callable, ContextManager, FrozenSet, List, Optional, TextIO, Union
+from collections.abc import Callable
+from functools import cache
+from typing import TextIO
 
 import torch
 
@@ -20,8 +21,8 @@ BF16_CPU_FLAGS = ('amx_bf16', 'avx512_bf16')
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 
-@lru_cache(maxsize=None)
-def cpu_flags() -> FrozenSet[str]:
+@cache
+def cpu_flags() -> frozenset[str]:
     """The CPU feature flags of the first processor in ``/proc/cpuinfo`` (empty elsewhere)."""
     try:
         with open('/proc/cpuinfo') as f:
@@ -35,7 +36,7 @@ def cpu_flags() -> FrozenSet[str]:
 
 def mkldnn_bf16() -> bool:
     """oneDNN's own verdict (torch >= 2.1), False where torch cannot tell."""
-    probe: Optional[Callable[[], bool]] = getattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', None)
+    probe: Callable[[], bool] | None = getattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', None)
     if probe is None or not torch.backends.mkldnn.is_available():
         return False
     try:
@@ -63,11 +64,11 @@ def cpu_bf16_unit() -> str:
     return 'none (emulated)'
 
 
-def device_type(device: Union[str, torch.device]) -> str:
+def device_type(device: str | torch.device) -> str:
     return torch.device(device).type
 
 
-def amp_dtype(device: Union[str, torch.device] = 'cpu', stream: Optional[TextIO] = None) -> Optional[torch.dtype]:
+def amp_dtype(device: str | torch.device = 'cpu', stream: TextIO | None = None) -> torch.dtype | None:
     """The autocast dtype ``--amp`` uses on ``device``: float16 on CUDA, bfloat16 on a CPU with native
     bf16; None (run float32) on a CPU without it, after saying so in one line on ``stream`` (stderr)."""
     kind = device_type(device)
@@ -87,7 +88,7 @@ def parse_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def check_dtype(dtype: torch.dtype, device: Union[str, torch.device]) -> Optional[str]:
+def check_dtype(dtype: torch.dtype, device: str | torch.device) -> str | None:
     """Why ``dtype`` cannot run natively on ``device`` (a one-line message), or None when it can."""
     kind = device_type(device)
     if dtype == torch.float32:
@@ -99,7 +100,7 @@ def check_dtype(dtype: torch.dtype, device: Union[str, torch.device]) -> Optiona
     return None
 
 
-def autocast(device: Union[str, torch.device], dtype: Optional[torch.dtype]) -> ContextManager[object]:
+def autocast(device: str | torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[object]:
     """``torch.autocast`` for ``dtype`` on ``device``, or a no-op context for None / float32."""
     if dtype is None or dtype == torch.float32:
         return contextlib.nullcontext()
@@ -128,10 +129,10 @@ def relative_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def autocast_errors(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype) -> List[float]:
+def autocast_errors(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype) -> list[float]:
     """Relative L2 error of each output of ``model(x)`` (a tensor or a sequence of them, e.g. a backbone's
     stages) under autocast in ``dtype`` against the same model in float32 (inference, no gradients)."""
-    def outputs(value: object) -> List[torch.Tensor]:
+    def outputs(value: object) -> list[torch.Tensor]:
         return [value] if isinstance(value, torch.Tensor) else list(value)  # type: ignore[call-overload]
 
     ref = outputs(model(x))

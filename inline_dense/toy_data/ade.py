@@ -10,7 +10,6 @@ turns 0 into the ignore index and k into k - 1.
 """
 import os
 import os.path as osp
-from typing import List, Tuple
 
 import cv2
 import numpy as np
@@ -18,8 +17,8 @@ import numpy as np
 from .folder import build_folder
 from .shapes import SHAPES, draw_object, finish, noisy_background, object_mask, place_objects, toy_settings
 
-TOY_ADE_CLASSES: Tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
-TOY_ADE_PALETTE: List[Tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [
+TOY_ADE_CLASSES: tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
+TOY_ADE_PALETTE: list[tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [
     SHAPES[c][0] for c in TOY_ADE_CLASSES[2:]]
 DEFAULT_ADE_ROOT = 'data/toy_ade'
 GENERATOR_VERSION = 2  # 2: paler sky, so that blue triangles stand out
@@ -32,7 +31,7 @@ def ade_settings(num_train: int = 200, num_val: int = 40, **kwargs) -> dict:
     return toy_settings('ade', GENERATOR_VERSION, TOY_ADE_CLASSES, num_train=num_train, num_val=num_val, **kwargs)
 
 
-def render_scene(settings: dict, split: str, index: int) -> Tuple[np.ndarray, np.ndarray]:
+def render_scene(settings: dict, split: str, index: int) -> tuple[np.ndarray, np.ndarray]:
     """Scene ``index`` of ``split``: (H, W, 3) uint8 RGB image and (H, W) uint8 label map (0..K)."""
     rng = np.random.default_rng([settings['seed'], SPLITS[split][1], index])
     h, w = settings['image_size']

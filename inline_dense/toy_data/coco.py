@@ -8,7 +8,6 @@
 import json
 import os
 import os.path as osp
-from typing import Dict, List, Tuple
 
 import cv2
 import numpy as np
@@ -16,8 +15,8 @@ import numpy as np
 from .folder import build_folder
 from .shapes import SHAPES, ToyObject, draw_object, finish, noisy_background, place_objects, toy_settings
 
-TOY_COCO_CLASSES: Tuple[str, ...] = ('circle', 'square', 'triangle')
-TOY_COCO_PALETTE: List[Tuple[int, int, int]] = [SHAPES[c][0] for c in TOY_COCO_CLASSES]
+TOY_COCO_CLASSES: tuple[str, ...] = ('circle', 'square', 'triangle')
+TOY_COCO_PALETTE: list[tuple[int, int, int]] = [SHAPES[c][0] for c in TOY_COCO_CLASSES]
 DEFAULT_COCO_ROOT = 'data/toy_coco'
 GENERATOR_VERSION = 1
 SPLITS = {'train': 0, 'val': 1}
@@ -29,7 +28,7 @@ def coco_settings(num_train: int = 400, num_val: int = 50, **kwargs) -> dict:
     return toy_settings('coco', GENERATOR_VERSION, TOY_COCO_CLASSES, num_train=num_train, num_val=num_val, **kwargs)
 
 
-def render_image(settings: dict, split: str, index: int) -> Tuple[np.ndarray, List[ToyObject]]:
+def render_image(settings: dict, split: str, index: int) -> tuple[np.ndarray, list[ToyObject]]:
     """Image ``index`` of ``split``: (H, W, 3) uint8 RGB and its objects. Pure function of its args."""
     rng = np.random.default_rng([settings['seed'], SPLITS[split], index])
     h, w = settings['image_size']
@@ -42,7 +41,7 @@ def render_image(settings: dict, split: str, index: int) -> Tuple[np.ndarray, Li
     return finish(image, rng), objects
 
 
-def _split_json(settings: dict, split: str, img_dir: str) -> Dict:
+def _split_json(settings: dict, split: str, img_dir: str) -> dict:
     num = settings[f'num_{split}']
     first_id = 1 + SPLITS[split] * 100000  # ids disjoint across splits, like COCO's
     images, annotations = [], []

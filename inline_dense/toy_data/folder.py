@@ -8,12 +8,12 @@ import os
 import os.path as osp
 import shutil
 import tempfile
-from typing import Callable, Optional
+from collections.abc import Callable
 
 STAMP = 'toy_meta.json'
 
 
-def read_stamp(root: str) -> Optional[dict]:
+def read_stamp(root: str) -> dict | None:
     """The settings ``root`` was generated with, or None when it has no stamp."""
     path = osp.join(root, STAMP)
     if not osp.isfile(path):

@@ -3,8 +3,8 @@
 All coordinates are (x, y) pixels, float64. Images are uint8 RGB (H, W, 3).
 """
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
 
 import cv2
 import numpy as np
@@ -25,7 +25,7 @@ class ToyObject:
     polygon: np.ndarray
 
     @property
-    def bbox_xywh(self) -> List[float]:
+    def bbox_xywh(self) -> list[float]:
         x0, y0 = self.polygon.min(0)
         x1, y1 = self.polygon.max(0)
         return [float(x0), float(y0), float(x1 - x0), float(y1 - y0)]
@@ -36,19 +36,19 @@ class ToyObject:
         x, y = self.polygon[:, 0], self.polygon[:, 1]
         return float(0.5 * abs(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
 
-    def coco_segmentation(self) -> List[List[float]]:
+    def coco_segmentation(self) -> list[list[float]]:
         """COCO polygon format: [[x1, y1, x2, y2, ...]], rounded to 0.01 px."""
         return [[round(float(v), 2) for v in self.polygon.reshape(-1)]]
 
 
-def default_object_size(side: int) -> Tuple[int, int]:
+def default_object_size(side: int) -> tuple[int, int]:
     """(min, max) object diameter for images whose shorter side is ``side`` pixels."""
     return max(4, round(side * 5 / 32)), round(side * 15 / 32)
 
 
 def toy_settings(kind: str, version: int, classes: Sequence[str], num_train: int, num_val: int,
-                 image_size: Union[int, Sequence[int]] = 128, objects_per_image: Sequence[int] = (1, 4),
-                 object_size: Optional[Sequence[int]] = None, seed: int = 0) -> dict:
+                 image_size: int | Sequence[int] = 128, objects_per_image: Sequence[int] = (1, 4),
+                 object_size: Sequence[int] | None = None, seed: int = 0) -> dict:
     """Checked, JSON-able generator settings of a toy dataset (``coco_settings``, ``ade_settings``).
 
     kind: 'coco' or 'ade' (stored, and named in errors); version: of that kind's generator;
@@ -72,7 +72,7 @@ def toy_settings(kind: str, version: int, classes: Sequence[str], num_train: int
                 object_size=[lo, hi], seed=int(seed), classes=list(classes))
 
 
-def shape_polygon(name: str, center: Tuple[float, float], size: float, angle: float) -> np.ndarray:
+def shape_polygon(name: str, center: tuple[float, float], size: float, angle: float) -> np.ndarray:
     """Vertices (N, 2) of a regular shape whose bounding circle has diameter ``size``."""
     _, n = SHAPES[name]
     radius = size / 2.0  # every vertex lies on the bounding circle (a square's diagonal is ``size``)
@@ -81,11 +81,11 @@ def shape_polygon(name: str, center: Tuple[float, float], size: float, angle: fl
 
 
 def place_objects(rng: np.random.Generator, height: int, width: int, num: int,
-                  size_range: Tuple[int, int], classes: Tuple[str, ...],
-                  top: int = 0, max_tries: int = 200) -> List[ToyObject]:
+                  size_range: tuple[int, int], classes: tuple[str, ...],
+                  top: int = 0, max_tries: int = 200) -> list[ToyObject]:
     """Up to ``num`` non-overlapping objects fully inside the image (rows >= ``top``)."""
-    objects: List[ToyObject] = []
-    circles: List[Tuple[float, float, float]] = []
+    objects: list[ToyObject] = []
+    circles: list[tuple[float, float, float]] = []
     for _ in range(num):
         for _ in range(max_tries):
             size = float(rng.uniform(*size_range))
@@ -105,7 +105,7 @@ def place_objects(rng: np.random.Generator, height: int, width: int, num: int,
 
 
 def noisy_background(rng: np.random.Generator, height: int, width: int,
-                     base: Optional[Tuple[int, int, int]] = None) -> np.ndarray:
+                     base: tuple[int, int, int] | None = None) -> np.ndarray:
     """A smooth random-colour field plus pixel noise, (H, W, 3) float32 in [0, 255]."""
     coarse = rng.uniform(70, 190, size=(4, 4, 3)).astype(np.float32)
     if base is not None:

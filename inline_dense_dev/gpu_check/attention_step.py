@@ -3,7 +3,6 @@
 finiteness), at the stage-1 size of a 1600x2688 image (~270k tokens); then the time of each
 ``impl`` at the stage-1 and stage-3 sizes, and whether ``auto`` picks the fastest."""
 import copy
-from typing import Dict, Tuple
 
 import torch
 from torch import nn
@@ -41,7 +40,7 @@ def feature_tokens(batch: int, hw: HW, channels: int) -> torch.Tensor:
 
 
 def forward_backward(layer: nn.Module, x: torch.Tensor, hw: HW, cotangent: torch.Tensor,
-                     dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+                     dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, d(output . cotangent)/dx), under autocast when ``dtype`` is not float32."""
     x = x.detach().requires_grad_(True)
     with torch.autocast(x.device.type, dtype=dtype, enabled=dtype != torch.float32):
@@ -77,7 +76,7 @@ def accuracy_rows(plan: CheckPlan, emit: Emit) -> None:
 
 
 def impl_times(layer: InLineAttention, x: torch.Tensor, hw: HW, mode: str, plan: CheckPlan,
-               device: torch.device) -> Dict[str, float]:
+               device: torch.device) -> dict[str, float]:
     """Median ms of each impl, bfloat16 autocast; ``mode`` 'infer' (forward, no grad) or 'train'."""
     times = {}
     for impl in IMPLS:

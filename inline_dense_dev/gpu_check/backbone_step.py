@@ -1,7 +1,8 @@
 """Step 4: the backbones (InLine-Swin-T and mmdet's Swin-T, InLine-PVT-T and mmdet's PVT-T v1,
 InLine-CSwin-T), forward and forward + backward under bfloat16 autocast (``plan.amp_dtype``), batch 2, at each size:
 median time after warm-up and peak memory."""
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

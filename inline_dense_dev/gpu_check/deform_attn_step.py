@@ -6,7 +6,8 @@ attention weights within 1e-4 (each at the scale of the reference's largest entr
 ``tests/ops/test_mmcv_ops_deform_attn.py`` compares them), at random level layouts and at DINO's
 encoder layout; then both implementations' forward + backward time and peak memory there."""
 import random
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -21,7 +22,7 @@ GRAD_TOL = 1e-4
 GRAD_NAMES = ('value', 'sampling_locations', 'attention_weights')
 
 
-def random_layout(rng: random.Random, device: torch.device) -> List[torch.Tensor]:
+def random_layout(rng: random.Random, device: torch.device) -> list[torch.Tensor]:
     """(value, spatial_shapes, level_start_index, sampling_locations, attention_weights) of a
     random layout: 1-5 levels of 1-24 x 1-24, batch 1-2, 1-40 queries, 1-8 heads of 1-32
     channels, 1-4 points; locations up to 0.3 outside [0, 1] (the samples read zero padding)."""
@@ -38,8 +39,8 @@ def random_layout(rng: random.Random, device: torch.device) -> List[torch.Tensor
     return [t.to(device) for t in (value, shapes, start, loc, weights)]
 
 
-def outputs_and_grads(fn: Callable[..., torch.Tensor], inputs: List[torch.Tensor],
-                      grad_out: torch.Tensor = None) -> Dict[str, Any]:
+def outputs_and_grads(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor],
+                      grad_out: torch.Tensor = None) -> dict[str, Any]:
     """``fn``'s output and the gradients of (output . grad_out) for value, locations, weights."""
     value, shapes, start, loc, weights = inputs
     leaves = [t.detach().clone().requires_grad_(True) for t in (value, loc, weights)]
@@ -50,7 +51,7 @@ def outputs_and_grads(fn: Callable[..., torch.Tensor], inputs: List[torch.Tensor
     return dict(out=out.detach(), grads=grads, grad_out=grad_out)
 
 
-def pure(value, shapes, start, loc, weights) -> torch.Tensor:
+def pure(value, shapes, start, loc, weights) -> torch.Tensor:  # noqa: ARG001
     from mmcv.ops.multi_scale_deform_attn import multi_scale_deformable_attn_pytorch
     return multi_scale_deformable_attn_pytorch(value, shapes, loc, weights)
 
@@ -61,7 +62,7 @@ def stand_in(value, shapes, start, loc, weights) -> torch.Tensor:
     return MultiScaleDeformableAttnFunction.apply(value, shapes, start, loc, weights, 64)
 
 
-def compare(inputs: List[torch.Tensor]) -> Dict[str, float]:
+def compare(inputs: list[torch.Tensor]) -> dict[str, float]:
     """Errors of the stand-in against the pure function, each over its allowed error: the
     forward's over 1e-5 x max(1, max |out|), each gradient's over 1e-4 x max(1, max |grad|)."""
     ref = outputs_and_grads(pure, inputs)
@@ -73,7 +74,7 @@ def compare(inputs: List[torch.Tensor]) -> Dict[str, float]:
     return errors
 
 
-def parity_row(row: Dict[str, Any], cases: List[List[torch.Tensor]]) -> None:
+def parity_row(row: dict[str, Any], cases: list[list[torch.Tensor]]) -> None:
     """The worst error (in units of its tolerance) of each compared quantity over ``cases``;
     ok when all are below 1."""
     worst = dict.fromkeys(('forward', *GRAD_NAMES), 0.0)
@@ -104,7 +105,7 @@ def run(plan: CheckPlan, emit: Emit) -> None:
         del inputs
         release(device)
     inputs = dino_inputs(h, w, batch=plan.batch, device=str(device))
-    times: Dict[str, float] = {}
+    times: dict[str, float] = {}
     for impl in ('pure', 'stand-in'):
         with recorded(emit, device, name=f'{impl} fwd+bwd, DINO encoder {h}x{w}', impl=impl, input=f'{h}x{w}',
                       batch=plan.batch, keys=int(inputs[0].shape[1]), dtype='float32') as row:

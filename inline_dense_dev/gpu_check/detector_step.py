@@ -4,7 +4,7 @@ step (forward under bfloat16 autocast, backward, AdamW) on a synthetic batch of 
 (``torch.amp.GradScaler``, what mmengine's ``AmpOptimWrapper(loss_scale='dynamic')`` runs),
 whose losses and gradients must be finite once the scale has settled."""
 import math
-from typing import Any, Dict, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ NUM_OBJECTS = 4
 
 
 def build_detector(config: str, repo_root: str, device: torch.device,
-                   options: Optional[Dict[str, Any]] = None) -> nn.Module:
+                   options: dict[str, Any] | None = None) -> nn.Module:
     """The config's model (``options`` merged in), randomly initialised (no pretrained file:
     the GPU machine has no network)."""
     from mmdet.registry import MODELS
@@ -37,7 +37,7 @@ def build_detector(config: str, repo_root: str, device: torch.device,
     return model.to(device)
 
 
-def synthetic_batch(batch: int, hw: HW, num_classes: int, seed: int = 0) -> Dict[str, Any]:
+def synthetic_batch(batch: int, hw: HW, num_classes: int, seed: int = 0) -> dict[str, Any]:
     """uint8 images and ``DetDataSample``s with a few random boxes, their labels and box-shaped
     masks: what ``PackDetInputs`` hands the data preprocessor."""
     from mmdet.structures import DetDataSample
@@ -61,8 +61,8 @@ def synthetic_batch(batch: int, hw: HW, num_classes: int, seed: int = 0) -> Dict
     return dict(inputs=inputs, data_samples=samples)
 
 
-def train_step(model: nn.Module, data: Dict[str, Any], optimizer: torch.optim.Optimizer, dtype: torch.dtype,
-               scaler: Optional[torch.amp.GradScaler] = None) -> Dict[str, Any]:
+def train_step(model: nn.Module, data: dict[str, Any], optimizer: torch.optim.Optimizer, dtype: torch.dtype,
+               scaler: torch.amp.GradScaler | None = None) -> dict[str, Any]:
     """One step: forward under autocast, backward (scaled when ``scaler``), optimizer step.
     Returns the loss, whether it and the (unscaled) gradients are finite, and the scale."""
     device_type = data['inputs'].device.type
@@ -84,7 +84,7 @@ def train_step(model: nn.Module, data: Dict[str, Any], optimizer: torch.optim.Op
     return dict(loss=loss.item(), loss_finite=math.isfinite(loss.item()), grads_finite=grads_finite, scale=scale)
 
 
-def fp16_row(model: nn.Module, data: Dict[str, Any], steps: int, dtype: torch.dtype, row: Dict[str, Any]) -> None:
+def fp16_row(model: nn.Module, data: dict[str, Any], steps: int, dtype: torch.dtype, row: dict[str, Any]) -> None:
     """``steps`` float16 steps with a dynamic loss scale: a step whose gradients overflow is
     skipped and the scale halved; the losses must stay finite and the last step's gradients too."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -116,7 +116,7 @@ def run(plan: CheckPlan, emit: Emit) -> None:
         with recorded(emit, device, name=f'{label} train step {plan.amp_dtype}', model=label, input=f'{h}x{w}',
                       batch=plan.batch, dtype=plan.amp_dtype) as row:
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            last: Dict[str, Any] = {}
+            last: dict[str, Any] = {}
 
             # default arguments bind this detector's objects (the loop rebinds the names)
             def step(model=model, data=data, optimizer=optimizer, amp=amp, last=last) -> None:

@@ -3,18 +3,19 @@ and rows that record a failure instead of stopping the step."""
 import math
 import statistics
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any
 
 import torch
 
 from inline_dense.analysis.memory import peak_tracker
 from inline_dense.analysis.timing import time_calls
 
-Emit = Callable[[Dict[str, Any]], None]
+Emit = Callable[[dict[str, Any]], None]
 
 
-def event_times(step: Callable[[], Any], warmup: int, runs: int) -> List[float]:
+def event_times(step: Callable[[], Any], warmup: int, runs: int) -> list[float]:
     """ms of each of ``runs`` calls after ``warmup`` calls, from CUDA events around each call."""
     for _ in range(warmup):
         step()
@@ -29,7 +30,7 @@ def event_times(step: Callable[[], Any], warmup: int, runs: int) -> List[float]:
     return [s.elapsed_time(e) for s, e in pairs]
 
 
-def time_step(step: Callable[[], Any], warmup: int, runs: int, device: torch.device) -> Dict[str, Any]:
+def time_step(step: Callable[[], Any], warmup: int, runs: int, device: torch.device) -> dict[str, Any]:
     """{median_ms, min_ms, max_ms, peak_mib, timer}: CUDA events and ``max_memory_allocated`` on
     a GPU, wall clock and peak resident memory on the CPU (the benchmark's timing loop)."""
     tracker = peak_tracker(device)
@@ -56,7 +57,7 @@ def release(device: torch.device) -> None:
 
 
 @contextmanager
-def recorded(emit: Emit, device: torch.device, **row: Any) -> Iterator[Dict[str, Any]]:
+def recorded(emit: Emit, device: torch.device, **row: Any) -> Iterator[dict[str, Any]]:
     """Yields ``row`` to be filled in; emits it on exit with ``ok`` True, or, when the body
     raised, with ``ok`` False and the error, and the step goes on."""
     try:
@@ -82,5 +83,5 @@ def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def all_finite(*tensors: Optional[torch.Tensor]) -> bool:
+def all_finite(*tensors: torch.Tensor | None) -> bool:
     return all(t is None or bool(torch.isfinite(t).all()) for t in tensors)

@@ -4,8 +4,9 @@ batched_nms (the kept set), roi_align forward and backward (avg and max pooling)
 sigmoid focal loss matches mmdet's pure-torch ``py_sigmoid_focal_loss``."""
 import importlib
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -17,10 +18,10 @@ PACKAGES = ('torch', 'torchvision', 'numpy', 'timm', 'mmengine', 'mmcv', 'mmdet'
 ROI_TOL = 1e-4  # absolute, on unit-scale features: float32 sums in another order (CUDA atomics)
 
 
-def stack_row(device: torch.device) -> Dict[str, Any]:
+def stack_row(device: torch.device) -> dict[str, Any]:
     """Versions of the stack, the GPU, and where ``mmcv._ext`` comes from."""
     import inline_dense_mmcv_hook
-    row: Dict[str, Any] = {'name': 'stack'}
+    row: dict[str, Any] = {'name': 'stack'}
     for name in PACKAGES:
         row[name] = getattr(importlib.import_module(name), '__version__', '?')
     row['cuda'] = torch.version.cuda or '-'
@@ -31,7 +32,7 @@ def stack_row(device: torch.device) -> Dict[str, Any]:
     return row
 
 
-def nms_case(case: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
+def nms_case(case: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """Kept set equal to the reference's (order among equal scores is not a contract), and the
     kept boxes' rows; returns {ok, max_err}."""
     from mmcv.ops import batched_nms, nms
@@ -48,7 +49,7 @@ def nms_case(case: Dict[str, Any], device: torch.device) -> Dict[str, Any]:
     return dict(ok=same and err <= 1e-5, max_err=err)
 
 
-def roi_case(case: Dict[str, Any], feats: List[torch.Tensor], device: torch.device) -> Dict[str, Any]:
+def roi_case(case: dict[str, Any], feats: list[torch.Tensor], device: torch.device) -> dict[str, Any]:
     from mmcv.ops import roi_align
     feat = feats[case['feat']].to(device, copy=True).requires_grad_(True)  # a copy: .grad is per case
     out = roi_align(feat, case['rois'].to(device), case['output_size'], case['spatial_scale'],
@@ -58,10 +59,10 @@ def roi_case(case: Dict[str, Any], feats: List[torch.Tensor], device: torch.devi
     return dict(ok=err <= ROI_TOL, max_err=err)
 
 
-def reference_cases(plan: CheckPlan, device: torch.device) -> Dict[str, List[Tuple[int, Callable]]]:
+def reference_cases(plan: CheckPlan, device: torch.device) -> dict[str, list[tuple[int, Callable]]]:
     """The reference's cases by op kind: (index, a call that runs it and returns {ok, max_err})."""
     ref = torch.load(fixture_path(plan, 'mmcv_ops_reference.pt'), map_location='cpu', weights_only=False)
-    groups: Dict[str, List[Tuple[int, Callable]]] = defaultdict(list)
+    groups: dict[str, list[tuple[int, Callable]]] = defaultdict(list)
     for i, case in enumerate(ref['nms']):
         groups[case['kind']].append((i, partial(nms_case, case, device)))
     for i, case in enumerate(ref['roi_align']):
@@ -69,7 +70,7 @@ def reference_cases(plan: CheckPlan, device: torch.device) -> Dict[str, List[Tup
     return groups
 
 
-def group_row(row: Dict[str, Any], cases: List[Tuple[int, Callable]]) -> None:
+def group_row(row: dict[str, Any], cases: list[tuple[int, Callable]]) -> None:
     """Runs one kind's cases into ``row``: how many failed, the largest error."""
     failed, worst = [], 0.0
     for i, run_case in cases:
@@ -82,7 +83,7 @@ def group_row(row: Dict[str, Any], cases: List[Tuple[int, Callable]]) -> None:
         row['error'] = f'cases {failed[:10]} differ from mmcv 2.1.0'
 
 
-def focal_row(device: torch.device) -> Dict[str, Any]:
+def focal_row(device: torch.device) -> dict[str, Any]:
     """mmdet's ``sigmoid_focal_loss`` (mmcv's op) against ``py_sigmoid_focal_loss``: loss and gradient."""
     from mmdet.models.losses.focal_loss import py_sigmoid_focal_loss, sigmoid_focal_loss
     g = torch.Generator().manual_seed(0)
@@ -106,7 +107,7 @@ def run(plan: CheckPlan, emit: Emit) -> None:
     device = torch.device(plan.device)
     with recorded(emit, device, name='stack') as row:
         row.update(stack_row(device))
-    groups: Dict[str, List[Tuple[int, Callable]]] = {}
+    groups: dict[str, list[tuple[int, Callable]]] = {}
     with recorded(emit, device, name='load mmcv_ops_reference.pt') as row:
         groups = reference_cases(plan, device)
         row['cases'] = sum(map(len, groups.values()))

@@ -2,7 +2,7 @@
 tiny one, which walks the same code on a CPU in well under two minutes."""
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from inline_dense.typing import HW
 
@@ -44,33 +44,33 @@ class CheckPlan:
     warmup: int = 3
     runs: int = 10
     batch: int = 2
-    threads: Optional[int] = None
+    threads: int | None = None
     amp_dtype: str = 'bfloat16'
     fp16_dtype: str = 'float16'
-    attn_error: Tuple[int, int, HW] = STAGE1
-    attn_shapes: Dict[str, Tuple[int, int, HW]] = field(default_factory=lambda: {'stage1': STAGE1,
+    attn_error: tuple[int, int, HW] = STAGE1
+    attn_shapes: dict[str, tuple[int, int, HW]] = field(default_factory=lambda: {'stage1': STAGE1,
                                                                                  'stage3': STAGE3})
-    backbones: Tuple[str, ...] = BACKBONES
-    backbone_sizes: Tuple[HW, ...] = ((800, 1344), (1600, 2688))
-    detectors: Dict[str, str] = field(default_factory=lambda: dict(DETECTORS))
+    backbones: tuple[str, ...] = BACKBONES
+    backbone_sizes: tuple[HW, ...] = ((800, 1344), (1600, 2688))
+    detectors: dict[str, str] = field(default_factory=lambda: dict(DETECTORS))
     detector_size: HW = (800, 1344)
-    detector_options: Dict[str, Any] = field(default_factory=dict)  # merged into both detector configs
+    detector_options: dict[str, Any] = field(default_factory=dict)  # merged into both detector configs
     fp16_steps: int = 8  # a step that overflows halves the scale: room for it to settle
     deform_layouts: int = 16
     deform_size: HW = (800, 1344)
-    query_heads: Dict[str, Dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in QUERY_HEADS.items()})
-    toy_args: List[str] = field(default_factory=list)
-    toy_data: Dict[str, int] = field(default_factory=dict)
+    query_heads: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in QUERY_HEADS.items()})
+    toy_args: list[str] = field(default_factory=list)
+    toy_data: dict[str, int] = field(default_factory=dict)
     # seconds each step may run (the whole check is also cut at its time limit)
-    budgets: Dict[str, float] = field(default_factory=lambda: dict(ops=60, deform_attn=60, attention=90,
+    budgets: dict[str, float] = field(default_factory=lambda: dict(ops=60, deform_attn=60, attention=90,
                                                                    backbones=150, detector=100, query_heads=100,
                                                                    toy=150))
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Dict[str, Any]) -> 'CheckPlan':
+    def from_json(cls, data: dict[str, Any]) -> 'CheckPlan':
         return cls(**data)
 
 
@@ -114,6 +114,6 @@ def fixture_path(plan: CheckPlan, name: str) -> str:
     return path
 
 
-def resolve_detector_config(path: str, repo_root: str) -> Optional[str]:
+def resolve_detector_config(path: str, repo_root: str) -> str | None:
     """A config path relative to the checkout made absolute; 'pkg::' paths are left as they are."""
     return path if '::' in path else os.path.join(repo_root, path)

@@ -7,7 +7,8 @@ forward and backward, nothing the stand-in does not serve).
 On a CPU, mmcv takes its pure function instead; the dry run routes that call to the compiled-op
 path (:func:`compiled_op_path`), so it walks the code the GPU run walks."""
 import contextlib
-from typing import Any, Dict, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -50,7 +51,7 @@ def num_classes(model: torch.nn.Module) -> int:
     return head.num_classes
 
 
-def ext_calls_row(row: Dict[str, Any], before: Dict[str, int]) -> None:
+def ext_calls_row(row: dict[str, Any], before: dict[str, int]) -> None:
     """The ``mmcv._ext`` ops called since ``before``; the row fails unless both deformable
     attention ops were called and every op called is served."""
     ext = mmcv_ext()
@@ -80,7 +81,7 @@ def run(plan: CheckPlan, emit: Emit) -> None:
         with recorded(emit, device, name=f'{label} train step float32', model=label, input=f'{h}x{w}',
                       batch=plan.batch, dtype='float32') as row:
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            last: Dict[str, Any] = {}
+            last: dict[str, Any] = {}
 
             # default arguments bind this model's objects (the loop rebinds the names)
             def step(model=model, data=data, optimizer=optimizer, last=last) -> None:

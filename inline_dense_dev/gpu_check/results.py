@@ -3,7 +3,7 @@ run cut short by its time limit still leaves everything measured until then."""
 import json
 import math
 import os
-from typing import Any, Dict, List
+from typing import Any
 
 JSON_NAME = 'gpu_check.json'
 MD_NAME = 'gpu_check.md'
@@ -21,9 +21,9 @@ def cell(value: Any) -> str:
     return str(value).replace('|', '/').replace('\n', ' ')
 
 
-def table(rows: List[Dict[str, Any]]) -> List[str]:
+def table(rows: list[dict[str, Any]]) -> list[str]:
     """A markdown table whose columns are the rows' keys in order of first appearance."""
-    columns: List[str] = []
+    columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
     lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
@@ -31,10 +31,10 @@ def table(rows: List[Dict[str, Any]]) -> List[str]:
     return lines
 
 
-def groups(rows: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+def groups(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Rows with the same fields (an error field aside) together: one table each, in the order
     in which each kind of row first came."""
-    out: Dict[frozenset, List[Dict[str, Any]]] = {}
+    out: dict[frozenset, list[dict[str, Any]]] = {}
     for row in rows:
         out.setdefault(frozenset(set(row) - {'error'}), []).append(row)
     return list(out.values())
@@ -45,15 +45,15 @@ class Results:
     ``gpu_check.json`` and ``gpu_check.md`` into ``out_dir`` (atomically: a kill mid-write
     leaves the previous version)."""
 
-    def __init__(self, out_dir: str, meta: Dict[str, Any]) -> None:
+    def __init__(self, out_dir: str, meta: dict[str, Any]) -> None:
         self.out_dir = out_dir
-        self.payload: Dict[str, Any] = dict(meta=meta, steps={})
+        self.payload: dict[str, Any] = dict(meta=meta, steps={})
         os.makedirs(out_dir, exist_ok=True)
 
-    def step(self, name: str) -> Dict[str, Any]:
+    def step(self, name: str) -> dict[str, Any]:
         return self.payload['steps'].setdefault(name, dict(status='running', seconds=None, rows=[]))
 
-    def add_row(self, step: str, row: Dict[str, Any]) -> None:
+    def add_row(self, step: str, row: dict[str, Any]) -> None:
         self.step(step)['rows'].append(row)
         self.save()
 
@@ -75,7 +75,7 @@ class Results:
             if entry.get('error'):
                 lines += ['', f'**{cell(entry["error"])}**']
             for group in groups(entry['rows']):
-                lines += [''] + table(group)
+                lines += ['', *table(group)]
         return '\n'.join(lines) + '\n'
 
     def save(self) -> None:

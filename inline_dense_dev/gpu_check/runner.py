@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Deque, Dict, Optional, Sequence
+from collections.abc import Sequence
 
 from .plan import CheckPlan
 from .results import Results
@@ -17,7 +17,7 @@ from .worker import PREFIX
 MIN_STEP_SECONDS = 5
 
 
-def worker_env(plan: CheckPlan, extra_paths: Sequence[str], repo_root: str) -> Dict[str, str]:
+def worker_env(plan: CheckPlan, extra_paths: Sequence[str], repo_root: str) -> dict[str, str]:
     """The worker's environment: the carried packages and this checkout first on the path; no
     GPU visible to a CPU run; matplotlib without a display."""
     env = dict(os.environ, PYTHONUNBUFFERED='1', MPLBACKEND='Agg')
@@ -28,7 +28,7 @@ def worker_env(plan: CheckPlan, extra_paths: Sequence[str], repo_root: str) -> D
     return env
 
 
-def run_step(step: str, plan: CheckPlan, results: Results, budget: float, env: Dict[str, str]) -> None:
+def run_step(step: str, plan: CheckPlan, results: Results, budget: float, env: dict[str, str]) -> None:
     """One worker: its rows go into ``results`` as they come, its other output to stdout; killed
     (with its children) after ``budget`` seconds."""
     t0 = time.time()
@@ -37,7 +37,7 @@ def run_step(step: str, plan: CheckPlan, results: Results, budget: float, env: D
     cmd = [sys.executable, '-m', 'inline_dense_dev.gpu_check.worker', step, json.dumps(plan.to_json())]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
-    tail: Deque[str] = collections.deque(maxlen=4)
+    tail: collections.deque[str] = collections.deque(maxlen=4)
 
     def read() -> None:
         for line in proc.stdout:
@@ -65,7 +65,7 @@ def run_step(step: str, plan: CheckPlan, results: Results, budget: float, env: D
 
 
 def run_check(plan: CheckPlan, steps: Sequence[str], results: Results, time_limit: float,
-              repo_root: str, extra_paths: Sequence[str] = (), started: Optional[float] = None) -> bool:
+              repo_root: str, extra_paths: Sequence[str] = (), started: float | None = None) -> bool:
     """Every step in order within ``time_limit`` seconds from ``started``; True when all passed."""
     deadline = (started or time.time()) + time_limit
     env = worker_env(plan, extra_paths, repo_root)

@@ -19,9 +19,9 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.markers import Marker
 from packaging.requirements import Requirement
@@ -31,7 +31,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from .. import uvlock
 
 # What the check imports that the GPU machine lacks, with why when a package's metadata does not say it.
-ROOTS: Dict[str, str] = {
+ROOTS: dict[str, str] = {
     'mmengine': 'the runner, configs, registries',
     'mmcv-lite': 'mmcv without compiled ops (inline_dense.ops serves mmcv._ext)',
     'mmdet': 'detectors, Swin-T and PVT-T',
@@ -46,7 +46,7 @@ ROOTS: Dict[str, str] = {
 # "Python packages already there" (read on a machine of that image on 2026-11-17) and its "pip list"
 # row (2026-11). When the image changes: read those again, then prepare the folder again.
 DEVICE_IMAGE_READ = '2026-11-17'
-DEVICE_IMAGE: Dict[str, Optional[str]] = {
+DEVICE_IMAGE: dict[str, str | None] = {
     'matplotlib': None, 'numpy': '2.5.2', 'opencv-python-headless': None, 'packaging': None, 'pillow': None,
     'pyyaml': None, 'rich': None, 'safetensors': '0.8.0', 'scipy': None, 'six': None, 'torch': '2.11.0',
     'torchvision': '0.26.0', 'tqdm': None, 'triton': '3.6.0',
@@ -62,7 +62,7 @@ FIXTURE_DIR = 'fixtures'
 STACK_EXTRA = 'extra-12-inline-dense-lite'  # uv's marker for the default stack's fork ([lite])
 
 
-def target_env(python: str = PYTHON, extra: str = '') -> Dict[str, str]:
+def target_env(python: str = PYTHON, extra: str = '') -> dict[str, str]:
     """Marker values of CPython ``python`` on x86-64 Linux; ``extra`` '' turns off every 'extra == ...'."""
     return dict(python_version=python, python_full_version=f'{python}.0', sys_platform='linux',
                 platform_system='Linux', platform_machine='x86_64', os_name='posix',
@@ -79,7 +79,7 @@ class Wheel:
     name: str
     version: str
     path: Path
-    requires: List[Requirement] = field(default_factory=list)
+    requires: list[Requirement] = field(default_factory=list)
 
 
 def applies(req: Requirement, python: str = PYTHON) -> bool:
@@ -100,10 +100,10 @@ def read_wheel(path: Path, python: str = PYTHON) -> Wheel:
     return Wheel(canonicalize_name(name), str(version), path, [r for r in requires if applies(r, python)])
 
 
-def read_folder(folder: Path, python: str = PYTHON) -> Dict[str, Wheel]:
+def read_folder(folder: Path, python: str = PYTHON) -> dict[str, Wheel]:
     """The folder's wheels by normalised name; two versions of one package are an error (pip
     would refuse to install both)."""
-    wheels: Dict[str, Wheel] = {}
+    wheels: dict[str, Wheel] = {}
     for path in sorted(Path(folder).glob('*.whl')):
         wheel = read_wheel(path, python)
         if wheel.name in wheels:
@@ -113,7 +113,7 @@ def read_folder(folder: Path, python: str = PYTHON) -> Dict[str, Wheel]:
     return wheels
 
 
-def on_machine(name: str, machine: Iterable[str] = DEVICE_IMAGE) -> Optional[str]:
+def on_machine(name: str, machine: Iterable[str] = DEVICE_IMAGE) -> str | None:
     """The machine's package that meets a requirement on ``name`` (itself or its stand-in), or None."""
     machine = set(machine)
     for candidate in (name, SATISFIED_BY.get(name)):
@@ -122,8 +122,8 @@ def on_machine(name: str, machine: Iterable[str] = DEVICE_IMAGE) -> Optional[str
     return None
 
 
-def unmet(wheels: Mapping[str, Wheel], machine: Mapping[str, Optional[str]] = DEVICE_IMAGE,
-          ) -> List[Tuple[str, Requirement, str]]:
+def unmet(wheels: Mapping[str, Wheel], machine: Mapping[str, str | None] = DEVICE_IMAGE,
+          ) -> list[tuple[str, Requirement, str]]:
     """(wheel name, requirement, why) for every requirement of the wheels that neither another
     wheel nor the machine meets, at a version the specifier allows."""
     out = []
@@ -144,7 +144,7 @@ def unmet(wheels: Mapping[str, Wheel], machine: Mapping[str, Optional[str]] = DE
     return out
 
 
-def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS, python: str = PYTHON) -> List[str]:
+def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS, python: str = PYTHON) -> list[str]:
     """What the folder leaves unsatisfied, one sentence each (empty: complete): roots it lacks
     (each must travel), and requirements of its wheels that nothing meets."""
     wheels = read_folder(folder, python)
@@ -154,13 +154,13 @@ def unmet_requirements(folder: Path, roots: Iterable[str] = ROOTS, python: str =
     return messages
 
 
-def closure(packages: Mapping[str, List[uvlock.Package]], roots: Iterable[str] = ROOTS,
-            machine: Iterable[str] = DEVICE_IMAGE, python: str = PYTHON) -> Dict[str, uvlock.Package]:
+def closure(packages: Mapping[str, list[uvlock.Package]], roots: Iterable[str] = ROOTS,
+            machine: Iterable[str] = DEVICE_IMAGE, python: str = PYTHON) -> dict[str, uvlock.Package]:
     """The locked packages that must travel: the roots (even where the machine has a package of that
     name: its version matters) and every locked dependency they reach that the machine lacks."""
     env = target_env(python, STACK_EXTRA)
     todo = [(canonicalize_name(r), None, True) for r in roots]
-    out: Dict[str, uvlock.Package] = {}
+    out: dict[str, uvlock.Package] = {}
     while todo:
         name, version, root = todo.pop()
         if name in out or (not root and on_machine(name, machine)):
@@ -232,9 +232,9 @@ def build_pure_wheel(source: Path, dest: Path) -> Path:
 
 
 
-def fill_closure(dest: Path, packages: Mapping[str, List[uvlock.Package]], roots: Iterable[str] = ROOTS,
+def fill_closure(dest: Path, packages: Mapping[str, list[uvlock.Package]], roots: Iterable[str] = ROOTS,
                  log=print, python: str = PYTHON, get: Callable[[str, str, Path], Path] = download
-                 ) -> Dict[str, Wheel]:
+                 ) -> dict[str, Wheel]:
     """``dest`` holding exactly the closure's wheels: wheels of other versions go, missing ones come."""
     dest.mkdir(parents=True, exist_ok=True)
     wanted = closure(packages, roots, python=python)
@@ -250,7 +250,7 @@ def fill_closure(dest: Path, packages: Mapping[str, List[uvlock.Package]], roots
     return read_folder(dest, python)
 
 
-def copy_fixtures(dest: Path, sources: Sequence[Path]) -> List[Path]:
+def copy_fixtures(dest: Path, sources: Sequence[Path]) -> list[Path]:
     """Copies :data:`FIXTURES` from the first source folder holding each into ``dest/fixtures``."""
     out_dir = Path(dest) / FIXTURE_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -265,7 +265,7 @@ def copy_fixtures(dest: Path, sources: Sequence[Path]) -> List[Path]:
     return copied
 
 
-def default_fixture_sources() -> List[Path]:
+def default_fixture_sources() -> list[Path]:
     """Where the fixtures are looked for: ``../shared/fixtures`` beside the checkout, then the tests' copies."""
     root = uvlock.LOCK.parent
     return [root.parent / 'shared' / 'fixtures', root / 'tests' / 'data' / 'fixtures']
@@ -276,8 +276,8 @@ def folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob('*') if p.is_file())
 
 
-def prepare_wheel_folder(dest: Path, lock: Path = uvlock.LOCK, fixture_sources: Optional[Sequence[Path]] = None,
-                         log=print, python: str = PYTHON) -> Dict[str, object]:
+def prepare_wheel_folder(dest: Path, lock: Path = uvlock.LOCK, fixture_sources: Sequence[Path] | None = None,
+                         log=print, python: str = PYTHON) -> dict[str, object]:
     """Fills ``dest`` with the closure's wheels and the fixtures; returns what it holds and its size.
     Raises :class:`WheelFolderError` when the result leaves a requirement unmet."""
     dest = Path(dest)

@@ -5,7 +5,7 @@ poisons the context) ends this step only."""
 import importlib
 import json
 import sys
-from typing import Any, Dict, List
+from typing import Any
 
 PREFIX = 'GPUCHECK_ROW '
 MODULES = {'ops': 'ops_step', 'deform_attn': 'deform_attn_step', 'attention': 'attention_step',
@@ -13,11 +13,11 @@ MODULES = {'ops': 'ops_step', 'deform_attn': 'deform_attn_step', 'attention': 'a
            'toy': 'toy_step'}
 
 
-def emit(row: Dict[str, Any]) -> None:
+def emit(row: dict[str, Any]) -> None:
     print(PREFIX + json.dumps(row, default=str), flush=True)
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     if len(argv) != 2 or argv[0] not in MODULES:
         sys.exit(f'usage: python -m inline_dense_dev.gpu_check.worker {{{",".join(MODULES)}}} PLAN_JSON')
     import inline_dense.openmmlab  # noqa: F401  (serves mmcv._ext before mmcv.ops is imported; registers the backbones)

@@ -2,20 +2,17 @@
 with pretrained weights after the pretrained file is gone: every tensor comes from the saved file."""
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
-import torch  # noqa: E402
-from reference_models import authors_checkpoint  # noqa: E402
+import torch
+from reference_models import authors_checkpoint
 
-import inline_dense.smp  # noqa: E402,F401
-from inline_dense.smp import smp  # noqa: E402
+import inline_dense.smp  # noqa: F401
+from inline_dense.smp import smp
 
 SWIN = Path(authors_checkpoint('inline_swin_mini'))
 MINI = dict(embed_dims=16, depths=(2, 2, 4, 2), num_heads=(1, 2, 4, 8), attn_type='IIMS2')

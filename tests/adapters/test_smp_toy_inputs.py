@@ -4,19 +4,16 @@ a batch of fewer than 2, an unknown decoder or variant, a missing annotation, pi
 size, fewer than 2 training images."""
 import os
 import re
-import sys
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
-import cv2  # noqa: E402
-import numpy as np  # noqa: E402
+import cv2
+import numpy as np
 
-from inline_dense.smp_toy import ToyRunError, train_toy  # noqa: E402
-from inline_dense.toy_data import make_toy_ade  # noqa: E402
+from inline_dense.smp_toy import ToyRunError, train_toy
+from inline_dense.toy_data import make_toy_ade
 
 
 def refusal(load_tool, *args):
@@ -24,7 +21,8 @@ def refusal(load_tool, *args):
     with pytest.raises(SystemExit) as info:
         load_tool('train_smp_toy').main(list(args))
     message = str(info.value.code)
-    assert message.startswith('error: ') and '\n' not in message, message
+    assert message.startswith('error: '), message
+    assert '\n' not in message, message
     return message
 
 
@@ -33,7 +31,7 @@ def toy(tmp_path):
     return make_toy_ade(str(tmp_path / 'toy_ade'), num_train=4, num_val=2, image_size=64)
 
 
-@pytest.mark.parametrize('args,match', [
+@pytest.mark.parametrize(('args', 'match'), [
     (['--seconds', '-1'], r"training time -1.0 s must be a finite number of seconds > 0"),
     (['--seconds', 'nan'], r"training time nan s must be a finite"),
     (['--seconds', '0'], r"training time 0.0 s must be"),
@@ -64,7 +62,8 @@ def test_an_image_of_another_size_is_refused(load_tool, toy):
     images = os.path.join(toy, 'images', 'training')
     cv2.imwrite(os.path.join(images, sorted(os.listdir(images))[2]), np.zeros((48, 64, 3), np.uint8))
     message = refusal(load_tool, '--root', toy, '--seconds', '1')
-    assert 'is 48x64 with a 64x64 annotation' in message and 'must be 64x64' in message
+    assert 'is 48x64 with a 64x64 annotation' in message
+    assert 'must be 64x64' in message
 
 
 def test_train_toy_raises_the_same_for_library_callers(toy):

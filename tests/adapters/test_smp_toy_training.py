@@ -1,21 +1,20 @@
 """The toy end-to-end run outside OpenMMLab (smp UPerNet + InLine-Swin on toy ADE20K) learns."""
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 pytest.importorskip('segmentation_models_pytorch')
 
-from inline_dense.smp_toy import lr_at, train_toy  # noqa: E402
-from inline_dense.toy_data import make_toy_ade  # noqa: E402
+from inline_dense.smp_toy import lr_at, train_toy
+from inline_dense.toy_data import make_toy_ade
 
 
 def test_learning_rate_warms_up_then_decays_to_zero():
-    assert lr_at(0.0, 1.0) < 0.05 and lr_at(0.05, 1.0) == pytest.approx(1.0)
-    assert lr_at(0.5, 1.0) < lr_at(0.3, 1.0) and lr_at(1.0, 1.0) == pytest.approx(0.0, abs=1e-12)
+    assert lr_at(0.0, 1.0) < 0.05
+    assert lr_at(0.05, 1.0) == pytest.approx(1.0)
+    assert lr_at(0.5, 1.0) < lr_at(0.3, 1.0)
+    assert lr_at(1.0, 1.0) == pytest.approx(0.0, abs=1e-12)
 
 
 class StepClock:
@@ -40,7 +39,8 @@ def test_the_epoch_count_is_the_epochs_that_trained(tmp_path, monkeypatch, budge
     lines = []
     run = train_toy(root, encoder_kwargs=dict(embed_dims=8, depths=(1, 1, 1, 1), num_heads=(1, 1, 1, 1)),
                     train_seconds=budget, batch_size=4, log=lines.append)
-    assert run.steps >= 1 and len(lines) == run.epochs == len(run.losses) == -(-run.steps // 2)
+    assert run.steps >= 1
+    assert len(lines) == run.epochs == len(run.losses) == -(-run.steps // 2)
 
 
 @pytest.mark.slow
@@ -49,7 +49,8 @@ def test_short_run_is_far_above_chance(tmp_path):
     root = make_toy_ade(str(tmp_path / 'toy_ade'), num_train=48, num_val=12, image_size=64)
     lines = []
     run = train_toy(root, train_seconds=30, batch_size=4, log=lines.append)
-    assert run.steps >= 5 and len(lines) == run.epochs
+    assert run.steps >= 5
+    assert len(lines) == run.epochs
     assert run.losses[-1] < run.losses[0]
     assert run.miou > run.chance_miou + 0.2, run
     assert set(run.class_iou) == {'sky', 'ground', 'circle', 'square', 'triangle'}
@@ -65,5 +66,8 @@ def test_the_tool_reports_miou_as_json(tmp_path, capsys):
     result = tool.main(['--root', root, '--decoder', 'FPN', '--variant', 'inline_pvt_t', '--seconds', '3',
                         '--batch-size', '4'])
     out = capsys.readouterr().out
-    assert f'"miou": {result["miou"]}' in out and 0 <= result['miou'] <= 1 and result['steps'] >= 1
-    assert result['decoder'] == 'FPN' and result['variant'] == 'inline_pvt_t'
+    assert f'"miou": {result["miou"]}' in out
+    assert 0 <= result['miou'] <= 1
+    assert result['steps'] >= 1
+    assert result['decoder'] == 'FPN'
+    assert result['variant'] == 'inline_pvt_t'

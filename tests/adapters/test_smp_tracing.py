@@ -4,13 +4,10 @@ one unshifted window, and the traced graph must not keep that branch (or its abs
 
 Traced, the blocks take one path for every size (``ShiftWindowMSA._shift_traced``: the shift is a
 tensor, 0 where the grid fits in one window)."""
-import sys
 
 import pytest
 import torch
 
-if sys.version_info < (3, 10):
-    pytest.skip('segmentation_models_pytorch 0.6 needs Python >= 3.10', allow_module_level=True)
 smp = pytest.importorskip('segmentation_models_pytorch')
 
 import inline_dense.smp  # noqa: E402,F401  (registers the encoders)
@@ -34,7 +31,8 @@ def inputs(*shapes):
     return [torch.randn(*s, generator=g) for s in shapes]
 
 
-@pytest.mark.parametrize('example, other', [(SMALL, LARGE), (LARGE, FITS)], ids=['small-to-large', 'large-to-small'])
+@pytest.mark.parametrize(('example', 'other'), [(SMALL, LARGE), (LARGE, FITS)],
+                         ids=['small-to-large', 'large-to-small'])
 def test_jit_trace_holds_at_other_sizes(example, other, one_thread):
     model = swin_unet()
     x, y = inputs(example, other)

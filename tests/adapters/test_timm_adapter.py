@@ -9,9 +9,9 @@ import shutil
 import pytest
 import timm
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 
-import inline_dense.timm  # noqa: F401  (registers the models)
+import inline_dense.timm  # registers the models
 from helpers import SHALLOW, SMALLEST, STRIDES, TINY_KINDS
 from inline_dense import registry, variants
 from inline_dense.checkpoint import PUBLISHED
@@ -52,13 +52,18 @@ def test_meta_construction_and_pretrained_cfg(variant):
     cfg = model.pretrained_cfg
     size = variants.variant(variant).weights.input_size  # each InLine-DeiT its own (224 / 288 / 448)
     outputs = variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)
-    assert cfg['url'] == PUBLISHED[variant].url and cfg['custom_load'] is True
-    assert cfg['mean'] == timm.data.IMAGENET_DEFAULT_MEAN and cfg['std'] == timm.data.IMAGENET_DEFAULT_STD
-    assert cfg['input_size'] == (3, size, size) and cfg['interpolation'] == 'bicubic'
-    assert cfg['crop_pct'] == 0.875 and cfg['crop_mode'] == 'squash'  # Swin's codebase: resize 256x256, crop 224
+    assert cfg['url'] == PUBLISHED[variant].url
+    assert cfg['custom_load'] is True
+    assert cfg['mean'] == timm.data.IMAGENET_DEFAULT_MEAN
+    assert cfg['std'] == timm.data.IMAGENET_DEFAULT_STD
+    assert cfg['input_size'] == (3, size, size)
+    assert cfg['interpolation'] == 'bicubic'
+    assert cfg['crop_pct'] == 0.875
+    assert cfg['crop_mode'] == 'squash'  # Swin's codebase: resize 256x256, crop 224
     assert model.default_cfg is model.pretrained_cfg
     state = model.state_dict()
-    assert cfg['first_conv'] + '.weight' in state and cfg['classifier'] + '.weight' in state
+    assert cfg['first_conv'] + '.weight' in state
+    assert cfg['classifier'] + '.weight' in state
     assert state['head.weight'].shape == (1000, model.num_features)
     assert model.num_features == model.backbone.embed_dims[-1]
     assert [f['reduction'] for f in model.feature_info] == [o.stride for o in outputs]
@@ -125,7 +130,8 @@ def test_forward_features_and_intermediates_agree(variant):
         logits = model(x)
         only = model.forward_intermediates(x, indices=[-1, 1], intermediates_only=True)
     assert torch.allclose(final, features)
-    assert torch.allclose(model.forward_head(features), logits) and logits.shape == (2, 5)
+    assert torch.allclose(model.forward_head(features), logits)
+    assert logits.shape == (2, 5)
     assert len(intermediates) == len(model.feature_info) == 4
     for info, out in zip(model.feature_info, intermediates):
         assert out.shape == (2, info['num_chs'], math.ceil(SIZE[0] / info['reduction']),
@@ -141,9 +147,11 @@ def test_reset_classifier_and_pre_logits(variant):
     with torch.no_grad():
         pooled = model.forward_head(model.forward_features(x), pre_logits=True)
         model.reset_classifier(0)
-        assert torch.equal(model(x), pooled) and pooled.shape == (1, model.num_features)
+        assert torch.equal(model(x), pooled)
+        assert pooled.shape == (1, model.num_features)
         model.reset_classifier(4)
-        assert model(x).shape == (1, 4) and model.get_classifier().out_features == 4
+        assert model(x).shape == (1, 4)
+        assert model.get_classifier().out_features == 4
     with pytest.raises(ValueError, match="global_pool='catavgmax'"):
         model.reset_classifier(4, 'catavgmax')
 

@@ -69,7 +69,8 @@ def test_a_vits_pools_over_its_tokens(variant, x):
     grid = math.ceil(X[2] / 16) * math.ceil(X[3] / 16)
     with torch.no_grad():
         tokens = model.forward_features(x)
-        assert tokens.shape == (1, 1 + grid, model.num_features) and model.global_pool == 'token'
+        assert tokens.shape == (1, 1 + grid, model.num_features)
+        assert model.global_pool == 'token'
         patches = tokens[:, 1:]
         expected = {'token': tokens[:, 0], 'avg': patches.mean(1), 'max': patches.amax(1),
                     'avgmax': 0.5 * (patches.mean(1) + patches.amax(1)), '': tokens}
@@ -127,7 +128,8 @@ def test_no_weight_decay_and_group_matcher(variant):
     nwd = model.no_weight_decay()
     assert nwd <= set(names)
     if variant.startswith('inline_swin'):  # the softmax blocks' relative-position tables
-        assert nwd and all(n.endswith('relative_position_bias_table') for n in nwd)
+        assert nwd
+        assert all(n.endswith('relative_position_bias_table') for n in nwd)
     elif variant.startswith('inline_pvt'):  # a position embedding per stage
         assert sorted(nwd) == [f'backbone.stages.{i}.pos_embed' for i in range(4)]
     # the family's endings (CSwin: none beyond the 1-D parameters timm leaves undecayed anyway)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 from torchvision.models import ResNet50_Weights
 from torchvision.models.detection import FCOS, FasterRCNN, KeypointRCNN, MaskRCNN, RetinaNet
 from torchvision.models.detection.anchor_utils import AnchorGenerator
@@ -56,13 +56,14 @@ def targets(sizes, masks=False):
 def test_the_backbone_gives_what_torchvision_takes():
     bb = backbone('inline_swin_t')
     out = bb(torch.randn(2, 3, 64, 96))
-    assert isinstance(out, OrderedDict) and list(out) == ['0', '1', '2', '3', 'pool']
+    assert isinstance(out, OrderedDict)
+    assert list(out) == ['0', '1', '2', '3', 'pool']
     assert bb.out_channels == 32
     assert [tuple(v.shape) for v in out.values()] == [(2, 32, 16, 24), (2, 32, 8, 12), (2, 32, 4, 6),
                                                       (2, 32, 2, 3), (2, 32, 1, 2)]
 
 
-@pytest.mark.parametrize('detector,variant', [(MaskRCNN, 'inline_swin_t'), (FasterRCNN, 'inline_pvt_t'),
+@pytest.mark.parametrize(('detector', 'variant'), [(MaskRCNN, 'inline_swin_t'), (FasterRCNN, 'inline_pvt_t'),
                                               (FasterRCNN, 'inline_cswin_t')])
 def test_one_training_step_and_eval(detector, variant):
     model = pass_image_sizes(detector(backbone(variant), num_classes=3, **RESIZE))
@@ -78,7 +79,8 @@ def test_one_training_step_and_eval(detector, variant):
     model.eval()
     with torch.no_grad():
         detections = model(images(sizes))
-    assert isinstance(detections, list) and len(detections) == 2
+    assert isinstance(detections, list)
+    assert len(detections) == 2
     keys = {'boxes', 'labels', 'scores'} | ({'masks'} if detector is MaskRCNN else set())
     assert all(set(d) == keys and d['boxes'].shape[1] == 4 for d in detections)
 
@@ -89,7 +91,7 @@ def test_detections_alone_and_next_to_larger_images_agree(variant):
                                         **RESIZE)).eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert len(alone['boxes']) > 10
     assert detection_distance(alone, batched) <= 1e-4
 
@@ -98,7 +100,7 @@ def test_without_the_sizes_the_padding_changes_detections():
     model = FasterRCNN(backbone('inline_swin_t'), num_classes=3, box_score_thresh=0.0, **RESIZE).eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
+        batched = model(images([IMAGE, *LARGER]))[0]
     assert detection_distance(alone, batched) > 1e-2
 
 
@@ -138,14 +140,16 @@ def test_sizes_recorded_for_another_tensor_are_not_used():
         assert torch.equal(bb(x)['0'], bb(x)['0'])
         bb.record_image_sizes(x, [(32, 32)])
         masked = bb(x)['0']
-    assert masked[..., 8:, :].abs().max() == 0 and masked[..., :8, :8].abs().max() > 0
+    assert masked[..., 8:, :].abs().max() == 0
+    assert masked[..., :8, :8].abs().max() > 0
 
 
 def test_pass_image_sizes_pads_to_64_and_keeps_the_state_dict_keys():
     plain = FasterRCNN(backbone('inline_pvt_t'), num_classes=2)
     keys = list(plain.state_dict())
     model = pass_image_sizes(plain)
-    assert model.transform.size_divisible == 64 and 0 < model.rpn.score_thresh < 1e-30
+    assert model.transform.size_divisible == 64
+    assert 0 < model.rpn.score_thresh < 1e-30
     assert list(model.state_dict()) == keys
 
 
@@ -174,7 +178,8 @@ def test_an_unfit_checkpoint_is_refused_naming_weights_not_init_cfg():
     with pytest.raises(CheckpointError) as info:
         backbone('inline_swin_t', weights=pvt)
     text = str(info.value)
-    assert 'does not fit this backbone' in text and 'init_cfg' not in text
+    assert 'does not fit this backbone' in text
+    assert 'init_cfg' not in text
     assert text.endswith("Pass a checkpoint of inline_swin_t as inline_fpn_backbone(weights='/path/to/"
                          "inline_swin_t.pth') (or its URL), or weights=None to train the backbone from scratch.")
 
@@ -189,7 +194,8 @@ def test_a_failed_download_says_what_to_pass_as_weights(no_local_checkpoints, mo
     assert 'init_cfg' not in text
     with pytest.raises(DownloadError, match=r'or pass another checkpoint \(a file') as plain:
         resolve('inline://inline_pvt_t')  # outside inline_fpn_backbone: the torch API's terms
-    assert 'init_cfg' not in str(plain.value) and 'inline_fpn_backbone' not in str(plain.value)
+    assert 'init_cfg' not in str(plain.value)
+    assert 'inline_fpn_backbone' not in str(plain.value)
 
 
 @pytest.mark.parametrize('weights', [True, 'imagenet', 'IMAGENET', 'DEFAULT', 'IMAGENET1K_V1'])
@@ -214,20 +220,22 @@ def test_weights_as_an_enum_member(monkeypatch):
         backbone('inline_swin_t', weights=OurWeights.OTHER)
     with pytest.raises(ValueError, match='ResNet50_Weights'):
         backbone('inline_swin_t', weights=ResNet50_Weights.DEFAULT)
-    assert backbone('inline_swin_t', weights=False).body is not None and len(asked) == 1
+    assert backbone('inline_swin_t', weights=False).body is not None
+    assert len(asked) == 1
 
 
-@pytest.mark.parametrize('weights,error,match', [
+@pytest.mark.parametrize(('weights', 'error', 'match'), [
     ('nonsense', FileNotFoundError, "weights='nonsense': it is no weights name"),
     ('missing/backbone.pth', FileNotFoundError, 'no file .*missing/backbone.pth exists'),
     (3, TypeError, r'weights=3 \(int\) is not a weights choice')])
 def test_bad_weights_are_refused_in_one_line(weights, error, match):
     with pytest.raises(error, match=match) as info:
         backbone('inline_swin_t', weights=weights)
-    assert '\n' not in str(info.value) and 'init_cfg' not in str(info.value)
+    assert '\n' not in str(info.value)
+    assert 'init_cfg' not in str(info.value)
 
 
-@pytest.mark.parametrize('trainable,frozen', [(5, -1), (4, 0), (3, 1), (0, 4)])
+@pytest.mark.parametrize(('trainable', 'frozen'), [(5, -1), (4, 0), (3, 1), (0, 4)])
 def test_trainable_layers_as_torchvision_counts_them(trainable, frozen):
     bb = backbone('inline_swin_t', trainable_layers=trainable)
     assert bb.body.frozen_stages == frozen
@@ -271,16 +279,18 @@ def test_retinanet_detections_alone_and_next_to_larger_images_agree():
         plain.head.classification_head.cls_logits.weight.normal_(0, 0.2, generator=torch.Generator().manual_seed(2))
         plain.head.classification_head.cls_logits.bias.fill_(-1.0)
     with torch.no_grad():
-        assert detection_distance(plain(images([IMAGE]))[0], plain(images([IMAGE] + LARGER))[0]) > 1e-2
+        assert detection_distance(plain(images([IMAGE]))[0], plain(images([IMAGE, *LARGER]))[0]) > 1e-2
     model = pass_image_sizes(plain)
     assert model.transform.size_divisible == 128
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
-    assert len(alone['boxes']) > 10 and detection_distance(alone, batched) <= 1e-4
+        batched = model(images([IMAGE, *LARGER]))[0]
+    assert len(alone['boxes']) > 10
+    assert detection_distance(alone, batched) <= 1e-4
     model.train()
-    losses = model(images([IMAGE] + LARGER), targets([IMAGE] + LARGER))
-    assert set(losses) == {'classification', 'bbox_regression'} and all(torch.isfinite(v) for v in losses.values())
+    losses = model(images([IMAGE, *LARGER]), targets([IMAGE, *LARGER]))
+    assert set(losses) == {'classification', 'bbox_regression'}
+    assert all(torch.isfinite(v) for v in losses.values())
 
 
 def test_fcos_and_keypoint_rcnn_run_and_fcos_says_what_stays_padding_dependent():
@@ -290,8 +300,9 @@ def test_fcos_and_keypoint_rcnn_run_and_fcos_says_what_stays_padding_dependent()
     for model in (fcos, keypoints):
         model.eval()
         with torch.no_grad():
-            out = model(images([IMAGE] + LARGER))
-        assert len(out) == 3 and all(d['boxes'].shape[1] == 4 for d in out)
+            out = model(images([IMAGE, *LARGER]))
+        assert len(out) == 3
+        assert all(d['boxes'].shape[1] == 4 for d in out)
     assert 'keypoints' in out[0]
 
 
@@ -306,17 +317,18 @@ def test_pass_image_sizes_refuses_what_it_cannot_handle():
 
     class MyLevels(ExtraFPNBlock):
         def forward(self, results, x, names):
-            return results + [results[-1][..., ::4, ::4]], names + ['p6']
+            return [*results, results[-1][..., ::4, ::4]], [*names, 'p6']
 
     with pytest.raises(TypeError, match='MyLevels, whose levels\' strides it does not know'):
         pass_image_sizes(FasterRCNN(backbone('inline_swin_t', extra_blocks=MyLevels()), num_classes=2))
 
 
 def test_scripting_a_detector_is_refused_in_one_line():
-    with warnings.catch_warnings(), pytest.raises(TypeError, match='torch.jit.script of a model on an '
-                                                                     'InLineFPNBackbone is not supported') as info:
+    with warnings.catch_warnings():
         warnings.simplefilter('ignore', FutureWarning)  # torch 2.14 deprecates torch.jit.script
-        torch.jit.script(pass_image_sizes(FasterRCNN(backbone('inline_swin_t'), num_classes=2)))
+        with pytest.raises(TypeError,
+                           match=r'torch.jit.script of a model on an InLineFPNBackbone is not supported') as info:
+            torch.jit.script(pass_image_sizes(FasterRCNN(backbone('inline_swin_t'), num_classes=2)))
     assert '\n' not in str(info.value)
 
 
@@ -329,7 +341,8 @@ def plain_backbone(**kwargs):
 
 def test_a_plain_backbone_gets_the_simple_pyramid():
     bb = plain_backbone()
-    assert isinstance(bb, tvd.InLinePlainPyramidBackbone) and bb.body.out_indices == [1]
+    assert isinstance(bb, tvd.InLinePlainPyramidBackbone)
+    assert bb.body.out_indices == [1]
     out = bb(torch.randn(2, 3, 80, 112))  # a 5 x 7 grid at stride 16: odd on both sides
     assert list(out) == ['0', '1', '2', '3', 'pool']
     assert [tuple(v.shape) for v in out.values()] == [(2, 32, 20, 28), (2, 32, 10, 14), (2, 32, 5, 7),
@@ -342,15 +355,17 @@ def test_mask_rcnn_on_a_plain_backbone_trains_a_step_and_predicts():
     model = pass_image_sizes(MaskRCNN(plain_backbone(), num_classes=3, box_score_thresh=0.0, **RESIZE))
     sizes = [IMAGE, LARGER[0]]
     losses = model(images(sizes), targets(sizes, masks=True))
-    assert 'loss_mask' in losses and all(torch.isfinite(v) for v in losses.values()), losses
+    assert 'loss_mask' in losses, losses
+    assert all(torch.isfinite(v) for v in losses.values()), losses
     sum(losses.values()).backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all()
                for p in model.backbone.parameters() if p.requires_grad)
     model.eval()
     with torch.no_grad():
         alone = model(images([IMAGE]))[0]
-        batched = model(images([IMAGE] + LARGER))[0]
-    assert set(alone) == {'boxes', 'labels', 'scores', 'masks'} and len(alone['boxes']) > 10
+        batched = model(images([IMAGE, *LARGER]))[0]
+    assert set(alone) == {'boxes', 'labels', 'scores', 'masks'}
+    assert len(alone['boxes']) > 10
     assert detection_distance(alone, batched) <= 1e-4
 
 

@@ -57,7 +57,8 @@ def assert_backbone_trained(model):
     backbones = [m for m in model.modules() if isinstance(m, FeatureGetterNet)]  # DETR unwraps TimmBackbone
     assert len(backbones) == 1
     grads = [p.grad for p in backbones[0].parameters()]
-    assert grads and all(torch.isfinite(g).all() for g in grads)
+    assert grads
+    assert all(torch.isfinite(g).all() for g in grads)
     assert any(g.abs().sum() > 0 for g in grads)
 
 
@@ -69,7 +70,8 @@ def test_upernet(variant):
     assert model.backbone.channels == CHANNELS[variant][:4]  # out_indices (0, 1, 2, 3)
     labels = torch.randint(0, 5, (2, SIZE, SIZE), generator=torch.Generator().manual_seed(1))
     out = model(pixel_values=pixels(), labels=labels)
-    assert out.logits.shape == (2, 5, SIZE, SIZE) and torch.isfinite(out.loss)
+    assert out.logits.shape == (2, 5, SIZE, SIZE)
+    assert torch.isfinite(out.loss)
     out.loss.backward()
     assert_backbone_trained(model)
 
@@ -87,7 +89,8 @@ def test_mask2former(variant):
     masks[1][0, 5:50, 20:40] = 1
     out = model(pixel_values=pixels(), mask_labels=masks, class_labels=[torch.tensor([1]), torch.tensor([2])])
     assert out.masks_queries_logits.shape == (2, 5, SIZE // 4, SIZE // 4)
-    assert out.class_queries_logits.shape == (2, 5, 4) and torch.isfinite(out.loss)
+    assert out.class_queries_logits.shape == (2, 5, 4)
+    assert torch.isfinite(out.loss)
     out.loss.backward()
     assert_backbone_trained(model)
 
@@ -101,7 +104,9 @@ def test_detr(variant):
     model = DetrForObjectDetection(config)
     labels = [dict(class_labels=torch.tensor([1]), boxes=torch.tensor([[0.5, 0.5, 0.2, 0.3]])) for _ in range(2)]
     out = model(pixel_values=pixels(), labels=labels)
-    assert out.logits.shape == (2, 5, 4) and out.pred_boxes.shape == (2, 5, 4) and torch.isfinite(out.loss)
+    assert out.logits.shape == (2, 5, 4)
+    assert out.pred_boxes.shape == (2, 5, 4)
+    assert torch.isfinite(out.loss)
     out.loss.backward()
     assert_backbone_trained(model)
 
@@ -130,7 +135,7 @@ def test_a_backbone_name_alone_asks_the_hub_first():
     """What docs/ecosystems.md says: ``UperNetConfig(backbone='inline_swin_t')`` (no
     ``backbone_config``) asks the Hub whether a repository of that name exists, so offline it fails;
     a ``TimmBackboneConfig`` does not."""
-    with pytest.raises(Exception, match='blocked|offline|connect|Connect'):
+    with pytest.raises(Exception, match=r'blocked|offline|connect|Connect'):
         UperNetConfig(backbone='inline_swin_t')
     assert UperNetConfig(backbone_config=backbone_config('inline_swin_t')).backbone_config.backbone == 'inline_swin_t'
 

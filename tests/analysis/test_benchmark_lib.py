@@ -57,8 +57,10 @@ def test_inline_cswin_builds_and_its_inline_layers_are_counted():
     for a in attns:
         a.register_forward_pre_hook(lambda mod, args: seen.append(mod.impl))
     report = count_flops(model, torch.randn(1, 3, 64, 64))
-    assert seen and set(seen) == {'reference'}  # every InLine layer counted on its textbook path
-    assert 0 < report.attention < report.total and report.params > 20e6
+    assert seen
+    assert set(seen) == {'reference'}  # every InLine layer counted on its textbook path
+    assert 0 < report.attention < report.total
+    assert report.params > 20e6
     assert all(a.impl == 'auto' for a in attns)
 
 
@@ -66,7 +68,9 @@ def test_inline_cswin_builds_and_its_inline_layers_are_counted():
 def test_time_calls_warms_up_then_times():
     calls = []
     wall, cpu = timing.time_calls(lambda: calls.append(1), warmup=2, runs=3)
-    assert len(calls) == 5 and len(wall) == len(cpu) == 3 and all(t >= 0 for t in wall)
+    assert len(calls) == 5
+    assert len(wall) == len(cpu) == 3
+    assert all(t >= 0 for t in wall)
     with pytest.raises(ValueError, match='infer'):
         timing.make_step(torch.nn.Identity(), torch.zeros(1), 'bogus')
 
@@ -76,11 +80,16 @@ def test_pool_merges_rounds_and_keeps_errors():
     a = dict(job.row(1).to_dict(), times_ms=[10.0, 30.0], median_ms=20.0, peak_mib=5.0, cpu_ms=9.0)
     b = dict(job.row(1).to_dict(), times_ms=[20.0], median_ms=20.0, peak_mib=7.0, cpu_ms=11.0)
     merged = rows.pool([a, job.error_row('boom'), b])
-    assert merged['times_ms'] == [10.0, 30.0, 20.0] and merged['median_ms'] == 20.0
-    assert merged['throughput'] == pytest.approx(50.0) and merged['peak_mib'] == 6.0
-    assert merged['peak_mib_rounds'] == [5.0, 7.0] and merged['median_ms_rounds'] == [20.0, 20.0]
+    assert merged['times_ms'] == [10.0, 30.0, 20.0]
+    assert merged['median_ms'] == 20.0
+    assert merged['throughput'] == pytest.approx(50.0)
+    assert merged['peak_mib'] == 6.0
+    assert merged['peak_mib_rounds'] == [5.0, 7.0]
+    assert merged['median_ms_rounds'] == [20.0, 20.0]
     failed = rows.pool([job.error_row('boom')])
-    assert failed['error'] == 'boom' and math.isnan(failed['median_ms']) and failed['model'] == 'inline-pvt-t'
+    assert failed['error'] == 'boom'
+    assert math.isnan(failed['median_ms'])
+    assert failed['model'] == 'inline-pvt-t'
 
 
 def test_plan_jobs_labels_and_skip_globs():
@@ -90,16 +99,20 @@ def test_plan_jobs_labels_and_skip_globs():
     assert all(j.runs == 1 for j in planned)
     assert jobs.parse_hw('800x1216') == (800, 1216)
     for bad in ('800', '0x5', 'axb'):
-        with pytest.raises(argparse.ArgumentTypeError, match='HxW|positive'):
+        with pytest.raises(argparse.ArgumentTypeError, match=r'HxW|positive'):
             jobs.parse_hw(bad)
 
 
 @pytest.mark.parametrize('mode', ['infer', 'train'])
 def test_measure_one_tiny_model(mode):
     row = jobs.measure_job(tiny_job(mode=mode)).to_dict()
-    assert not row['error'] and len(row['times_ms']) == 1 and row['threads'] == 1
-    assert row['median_ms'] > 0 and row['throughput'] == pytest.approx(1e3 / row['median_ms'])
-    assert row['peak_mib'] >= 0 and row['memory_method'] in ('VmHWM', 'sampled')
+    assert not row['error']
+    assert len(row['times_ms']) == 1
+    assert row['threads'] == 1
+    assert row['median_ms'] > 0
+    assert row['throughput'] == pytest.approx(1e3 / row['median_ms'])
+    assert row['peak_mib'] >= 0
+    assert row['memory_method'] in ('VmHWM', 'sampled')
     assert row['pixels'] == 64 * 64
 
 
@@ -108,12 +121,14 @@ def test_worker_prints_a_result_or_an_error_row(capsys):
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith(jobs.RESULT_PREFIX)
     row = json.loads(line[len(jobs.RESULT_PREFIX):])
-    assert row['model'] == 'inline-nope' and 'unknown model' in row['error']
+    assert row['model'] == 'inline-nope'
+    assert 'unknown model' in row['error']
 
 
 def test_subprocess_timeout_gives_an_error_row():
     row = jobs.run_in_subprocess(tiny_job(), timeout=0.01)
-    assert row['error'].startswith('timed out') and row['height'] == 64
+    assert row['error'].startswith('timed out')
+    assert row['height'] == 64
 
 
 # ----------------------------------------------------------------------------- one layer
@@ -125,7 +140,8 @@ def test_layer_variants_compute_the_same_function():
         torch.testing.assert_close(out[name], out['inline'], rtol=1e-4, atol=1e-5)
     wall, cpu = ablation.measure_layer((6, 8), 32, 2, rounds=1, warmup=0, ablation=True)
     result = ablation.layer_rows(wall, cpu)
-    assert set(result) == set(table) and result['qkv+proj']['vs_projections'] == 1.0
+    assert set(result) == set(table)
+    assert result['qkv+proj']['vs_projections'] == 1.0
 
 
 def test_impl_switch_is_scoped():
@@ -134,13 +150,13 @@ def test_impl_switch_is_scoped():
     model = torch.nn.Sequential(attn, torch.nn.Identity())
     assert inline_layers(model) == [attn]
     with inline_impl(model, 'reference'):
-        assert attn.impl == 'reference' and not attn.folds()
+        assert attn.impl == 'reference'
+        assert not attn.folds()
     assert attn.impl == 'folded_keys'
     with inline_impl(model, None):
         assert attn.impl == 'folded_keys'
-    with pytest.raises(ValueError, match='choose from'):
-        with inline_impl(model, 'fast'):
-            pass
+    with pytest.raises(ValueError, match='choose from'), inline_impl(model, 'fast'):
+        pass
 
 
 # ----------------------------------------------------------------------------- report, CLIs
@@ -160,16 +176,20 @@ def test_tables_and_machine_info(capsys):
     report.print_table(data)
     report.print_comparisons(data)
     text = capsys.readouterr().out
-    assert 'killed' in text and 'inline-pvt-t / pvt-t' in text and 'time x0.50' in text
+    assert 'killed' in text
+    assert 'inline-pvt-t / pvt-t' in text
+    assert 'time x0.50' in text
     info = report.machine_info('cpu')
     assert set(info) == {'python', 'torch', 'threads', 'cpu', 'cores', 'device'}
-    assert info['python'] == '.'.join(map(str, sys.version_info[:3])) and info['torch'] == torch.__version__
+    assert info['python'] == '.'.join(map(str, sys.version_info[:3]))
+    assert info['torch'] == torch.__version__
 
 
 def test_benchmark_cli_options_and_replot(tmp_path, capsys):
     tool = import_tool('benchmark')
     args = tool.parse_args([])
-    assert args.models == list(zoo.DEFAULT_MODELS) and args.resolutions == [(512, 512), (800, 1216),
+    assert args.models == list(zoo.DEFAULT_MODELS)
+    assert args.resolutions == [(512, 512), (800, 1216),
                                                                           (1024, 1024), (1600, 2432)]
     assert (args.modes, args.warmup, args.runs, args.rounds, args.layer_grid) == (['infer', 'train'], 2, 5, 1,
                                                                                 (200, 304))
@@ -190,7 +210,8 @@ def test_benchmark_cli_sweep_and_layer_smoke(tmp_path):
     tool.main(['--models', 'inline-pvt-t', '--resolutions', '64x64', '--modes', 'infer', '--runs', '1',
                '--warmup', '0', '--threads', '1', '--out', str(out), '--no-plot'])
     payload = json.loads(out.read_text())
-    assert payload['kind'] == 'sweep' and len(payload['results']) == 1
+    assert payload['kind'] == 'sweep'
+    assert len(payload['results']) == 1
     assert not payload['results'][0]['error'], payload['results'][0]['error']
     layer = tmp_path / 'layer.json'
     tool.main(['--layer', '--ablation', '--layer-grid', '6x8', '--layer-dims', '32', '--layer-heads', '2',
@@ -203,7 +224,8 @@ def test_get_flops_cli(tmp_path, capsys):
     out = tmp_path / 'flops.json'
     tool.main(['--models', 'inline-pvt-t', '--shapes', '64x64', '--json', str(out)])
     row = json.loads(out.read_text())['results'][0]
-    assert row['model'] == 'inline-pvt-t' and row['macs'] == sum(row['by_op'].values()) > 0
+    assert row['model'] == 'inline-pvt-t'
+    assert row['macs'] == sum(row['by_op'].values()) > 0
     assert 'inline-pvt-t' in capsys.readouterr().out
     with pytest.raises(SystemExit):
         tool.parse_args(['--models', 'inline-nope'])

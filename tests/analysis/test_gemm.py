@@ -12,10 +12,15 @@ from inline_dense.runtime import precision
 
 def test_gemm_rates_line_names_dtypes_threads_and_unit():
     rates = gemm.gemm_rates(('fp32', 'bf16'), threads=1, n=128, reps=2)
-    assert rates['threads'] == 1 and rates['size'] == 128
-    assert rates['fp32'] > 0 and rates['bf16'] > 0
+    assert rates['threads'] == 1
+    assert rates['size'] == 128
+    assert rates['fp32'] > 0
+    assert rates['bf16'] > 0
     line = gemm.format_rates(rates)
-    assert 'fp32' in line and 'bf16' in line and '1 thread' in line and str(rates['bf16_unit']) in line
+    assert 'fp32' in line
+    assert 'bf16' in line
+    assert '1 thread' in line
+    assert str(rates['bf16_unit']) in line
     assert '\n' not in line
 
 
@@ -32,14 +37,16 @@ def test_share_rows_against_each_dtypes_rate():
     assert math.isclose(shares[0]['share_of_gemm'], 10 / 0.1 / 200)
     assert math.isclose(shares[1]['share_of_gemm'], 10 / 0.05 / 400)
     assert math.isclose(shares[1]['share_of_gemm_cpu'], 10 / 0.025 / 400)
-    assert shares[0]['time_vs_fp32'] is None and math.isclose(shares[1]['time_vs_fp32'], 0.5)
+    assert shares[0]['time_vs_fp32'] is None
+    assert math.isclose(shares[1]['time_vs_fp32'], 0.5)
     assert 'x0.50' in gemm.format_shares(shares)
 
 
-def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast(monkeypatch):
+def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast():
     from inline_dense.analysis import jobs
     job = Job('inline-swin-t', 64, 96, dtype='bf16')
-    assert job.label == 'inline-swin-t+bf16@64x96:infer' and job.row(1).model == 'inline-swin-t+bf16'
+    assert job.label == 'inline-swin-t+bf16@64x96:infer'
+    assert job.row(1).model == 'inline-swin-t+bf16'
     seen = []
     step = jobs.autocast_step(lambda: seen.append(torch.is_autocast_enabled('cpu')), torch.device('cpu'),
                               torch.bfloat16)
@@ -53,7 +60,8 @@ def test_benchmark_leaves_out_a_dtype_without_native_unit(monkeypatch, capsys):
     args = bench.parse_args(['--models', 'inline-swin-t', '--dtype', 'fp32', 'bf16'])
     assert args.dtype == ['fp32']
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'bf16' in err[0]
+    assert len(err) == 1
+    assert 'bf16' in err[0]
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     assert bench.parse_args(['--models', 'inline-swin-t', '--dtype', 'fp32', 'bf16']).dtype == ['fp32', 'bf16']
 

@@ -39,7 +39,8 @@ def test_plan_covers_every_model_size_and_mode():
     planned = scaling.plan(warmup=1, runs=1)
     labels = {j.label for j in planned}
     assert len(planned) == len(labels) == 3 * (4 + 3)
-    assert 'inline-deit-s@4096x4096:infer' in labels and 'inline-deit-s@4096x4096:train' not in labels
+    assert 'inline-deit-s@4096x4096:infer' in labels
+    assert 'inline-deit-s@4096x4096:train' not in labels
 
 
 def test_ratios_from_rows():
@@ -63,4 +64,6 @@ def test_one_job_in_a_subprocess():
     job = jobs.Job('inline-deit-s', 32, 32, 'train', warmup=0, runs=1, threads=1)
     row = jobs.run_in_subprocess(job, timeout=600, worker='inline_dense.analysis.scaling')
     assert not row['error'], row['error']
-    assert row['model'] == 'inline-deit-s' and row['median_ms'] > 0 and row['peak_mib'] > 0
+    assert row['model'] == 'inline-deit-s'
+    assert row['median_ms'] > 0
+    assert row['peak_mib'] > 0

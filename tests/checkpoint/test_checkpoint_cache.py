@@ -44,8 +44,10 @@ def test_a_url_ending_in_a_short_names_file_does_not_replace_it(server, monkeypa
     first = Path(resolve('inline://inline_swin_t'))
     server.files['inline_swin_t.pth'] = data('inline_pvt_mini')
     other = Path(resolve(f'{server.url}/files/inline_swin_t.pth'))
-    assert other != first and other.read_bytes() == data('inline_pvt_mini')
-    assert Path(resolve('inline://inline_swin_t')) == first and first.read_bytes() == data('inline_swin_mini')
+    assert other != first
+    assert other.read_bytes() == data('inline_pvt_mini')
+    assert Path(resolve('inline://inline_swin_t')) == first
+    assert first.read_bytes() == data('inline_swin_mini')
     assert json.loads(first.with_name(first.name + '.json').read_text())['url'] == published
 
 
@@ -73,7 +75,8 @@ def test_a_failed_rename_leaves_neither_the_file_nor_its_record(server, monkeypa
     monkeypatch.setattr(os, 'replace', refused_replace)
     with pytest.raises(PermissionError):
         resolve('inline://inline_swin_t')
-    assert len(seen) == 1 and seen[0].startswith('inline_swin_t-')  # the record existed before the rename
+    assert len(seen) == 1
+    assert seen[0].startswith('inline_swin_t-')  # the record existed before the rename
     assert cache_entries() == []
     monkeypatch.setattr(os, 'replace', replace)
     assert Path(resolve('inline://inline_swin_t')).read_bytes() == data('inline_swin_mini')
@@ -84,7 +87,8 @@ def test_a_download_goes_one_way(server, monkeypatch):
     cache's module docstring states the chain)."""
     publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
     chains = module_chains(lambda: resolve('inline://inline_swin_t'), 'inline_dense.checkpoint')
-    assert ('sources', 'cache', 'download') in chains and ('sources', 'cache', 'archive') in chains
+    assert ('sources', 'cache', 'download') in chains
+    assert ('sources', 'cache', 'archive') in chains
     assert [chain for chain in chains if len(set(chain)) != len(chain)] == []
 
 
@@ -134,13 +138,13 @@ def test_a_read_only_cache_serves_what_it_holds(server, monkeypatch):
     monkeypatch.setattr(builtins, 'open', read_only_open)
     try:
         assert resolve('inline://inline_swin_t') == path
-        with pytest.raises(DownloadError, match='not writable.*INLINE_DENSE_CACHE'):
+        with pytest.raises(DownloadError, match=r'not writable.*INLINE_DENSE_CACHE'):
             resolve(f'{server.url}/files/inline_pvt_mini.pth')
     finally:
         cache.chmod(0o755)
 
 
-def test_downloaded_files_respect_the_umask(server, monkeypatch):
+def test_downloaded_files_respect_the_umask(server):
     old = os.umask(0o022)
     try:
         path = Path(resolve(f'{server.url}/files/inline_swin_mini.pth'))

@@ -153,13 +153,15 @@ def test_redirect_is_followed_and_integrity_recorded(server, monkeypatch):
     url = f'{server.url}/redirect/inline_swin_mini.pth'
     publish(monkeypatch, 'inline_swin_t', url)
     path = Path(resolve('inline://inline_swin_t'))
-    assert path == cached(url) and path.name.startswith('inline_swin_t-')
+    assert path == cached(url)
+    assert path.name.startswith('inline_swin_t-')
     assert server.requests == ['/redirect/inline_swin_mini.pth', '/files/inline_swin_mini.pth']
     original = Path(authors_checkpoint('inline_swin_mini')).read_bytes()
     assert path.read_bytes() == original
     record = json.loads(path.with_name(path.name + '.json').read_text())
     assert record['sha256'] == hashlib.sha256(original).hexdigest()
-    assert record['size'] == len(original) and record['url'].endswith('/redirect/inline_swin_mini.pth')
+    assert record['size'] == len(original)
+    assert record['url'].endswith('/redirect/inline_swin_mini.pth')
     assert cache_entries() == [path.name, path.name + '.json']  # no temporary files left
 
 
@@ -184,8 +186,10 @@ def test_cut_off_download_leaves_nothing_and_says_so(server, monkeypatch):
         resolve('inline://inline_swin_t')
     message = str(info.value)
     size = len(Path(authors_checkpoint('inline_swin_mini')).read_bytes())
-    assert url in message and f'closed after {size // 2} of {size} bytes' in message
-    assert f'save it as {checkpoint_cache() / "inline_swin_t.pth"}' in message and 'by hand' in message
+    assert url in message
+    assert f'closed after {size // 2} of {size} bytes' in message
+    assert f'save it as {checkpoint_cache() / "inline_swin_t.pth"}' in message
+    assert 'by hand' in message
     assert cache_entries() == []  # no partial file, no record, no temporary file
     # the next attempt downloads again (nothing half-written is taken for the file)
     publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
@@ -203,7 +207,8 @@ def test_processes_starting_together_download_once(server, monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert len(set(results)) == 1 and len(results) == 3
+    assert len(set(results)) == 1
+    assert len(results) == 3
     assert server.requests == ['/files/inline_swin_mini.pth']
 
 
@@ -215,7 +220,8 @@ def test_corrupted_cache_file_is_detected(server, monkeypatch):
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptCacheError, match='Delete it and its record') as info:
         resolve('inline://inline_swin_t')
-    assert str(path) in str(info.value) and 'downloads it again' in str(info.value)
+    assert str(path) in str(info.value)
+    assert 'downloads it again' in str(info.value)
     with pytest.raises(CorruptCacheError):
         build_reference_backbone('inline_swin_mini', 'inline://inline_swin_t')
     assert len(server.requests) == 1
@@ -231,10 +237,12 @@ def test_failed_download_names_url_reason_and_where_to_put_the_file(server, monk
     with pytest.raises(DownloadError) as info:
         resolve('inline://inline_pvt_s')
     message = str(info.value)
-    assert url in message and 'HTTP 404' in message
+    assert url in message
+    assert 'HTTP 404' in message
     assert 'checkpoints/inline_pvt_s.pth' in message
     # the torch API's terms (the OpenMMLab adapter passes init_cfg's: tests/openmmlab/test_configs.py)
-    assert 'pass another checkpoint' in message and 'init_cfg' not in message
+    assert 'pass another checkpoint' in message
+    assert 'init_cfg' not in message
     # no server at all
     port = server.server_address[1]
     server.shutdown()
@@ -279,11 +287,12 @@ def test_a_file_put_into_the_cache_by_hand_is_used_without_a_request(server, mon
     cache.mkdir(parents=True)
     (cache / 'inline_swin_s.pth').write_bytes(Path(authors_checkpoint('inline_pvt_mini')).read_bytes())
     path = Path(resolve('inline://inline_swin_s'))
-    assert path == cache / 'inline_swin_s.pth' and server.requests == []
+    assert path == cache / 'inline_swin_s.pth'
+    assert server.requests == []
 
 
 def test_unknown_name_and_unknown_url(monkeypatch):
-    with pytest.raises(ValueError, match="unknown checkpoint name 'inline://inline_swin_xl'.*inline_cswin_t"):
+    with pytest.raises(ValueError, match=r"unknown checkpoint name 'inline://inline_swin_xl'.*inline_cswin_t"):
         resolve('inline://inline_swin_xl')
     publish(monkeypatch, 'inline_cswin_t', None)
     with pytest.raises(FileNotFoundError, match='download URL of InLine-CSwin-T is not known'):
@@ -296,7 +305,8 @@ def test_published_table_has_every_variant_with_the_authors_top1():
     assert [sources.PUBLISHED[f'inline_cswin_{s}'].top1 for s in 'tsb'] == [83.2, 83.8, 84.5]
     assert [sources.PUBLISHED[f'inline_deit_{s}'].top1 for s in 'tsb'] == [74.5, 80.2, 82.3]
     for published in sources.PUBLISHED.values():
-        assert published.url.startswith('https://cloud.tsinghua.edu.cn/f/') and published.url.endswith('/?dl=1')
+        assert published.url.startswith('https://cloud.tsinghua.edu.cn/f/')
+        assert published.url.endswith('/?dl=1')
 
 
 def test_raw_url_names(server):
@@ -309,8 +319,10 @@ def test_raw_url_names(server):
     # a Tsinghua-style link (the server sends Content-Disposition, which names nothing here)
     url = f'{server.url}/f/inline_pvt_mini/?dl=1'
     path = Path(resolve(url))
-    assert path == cached(url) and path.name.startswith('inline_pvt_mini-')
-    assert resolve(url) == str(path) and len(server.requests) == 1
+    assert path == cached(url)
+    assert path.name.startswith('inline_pvt_mini-')
+    assert resolve(url) == str(path)
+    assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize('variant', VARIANTS)
@@ -369,10 +381,13 @@ def test_init_cfg_with_a_short_name_logs_the_source(server, monkeypatch, log_lin
     publish(monkeypatch, 'inline_swin_t', f'{server.url}/files/inline_swin_mini.pth')
     model, _ = build_reference_backbone('inline_swin_mini', 'inline://inline_swin_t')
     text = '\n'.join(log_lines)
-    assert 'downloading' in text and 'saved' in text and 'inline://inline_swin_t (' in text
+    assert 'downloading' in text
+    assert 'saved' in text
+    assert 'inline://inline_swin_t (' in text
     del log_lines[:]
     load_pretrained(model, 'inline://inline_swin_t')  # direct call, as init_weights does
-    assert not any('downloading' in line for line in log_lines) and len(server.requests) == 1
+    assert not any('downloading' in line for line in log_lines)
+    assert len(server.requests) == 1
 
 
 def test_a_url_with_a_raw_space_is_quoted_as_a_browser_does(server):
@@ -380,7 +395,8 @@ def test_a_url_with_a_raw_space_is_quoted_as_a_browser_does(server):
     data = server.files['inline_swin_mini.pth']
     server.files['my%20swin%C3%A9.pth'] = data  # the server sees the path as sent, percent-encoded
     path = Path(resolve(f'{server.url}/files/my swiné.pth'))
-    assert path.read_bytes() == data and server.requests == ['/files/my%20swin%C3%A9.pth']
+    assert path.read_bytes() == data
+    assert server.requests == ['/files/my%20swin%C3%A9.pth']
     with pytest.raises(DownloadError, match='HTTP 404'):  # an escape already made is kept, not doubled
         resolve(f'{server.url}/files/other%20name .pth')
     assert server.requests[-1] == '/files/other%20name%20.pth'

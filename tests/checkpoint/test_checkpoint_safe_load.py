@@ -93,16 +93,23 @@ def test_research_checkpoint_reads_with_objects_as_data(research_checkpoint):
         torch.load(research_checkpoint, weights_only=True)
     obj = read_checkpoint(str(research_checkpoint))  # ... ours reads it, no --trusted
     cfg = obj['config']
-    assert isinstance(cfg, PickledObject) and cfg.pickle_name == 'notinstalled_yacs.config.CfgNode'
-    assert cfg['MODEL']['NAME'] == 'inline_swin_t' and cfg['TRAIN']['BASE_LR'] == 1e-3 and cfg.frozen is True
-    assert obj['args'].lr == 1e-3 and obj['args'].epochs == 300
-    assert obj['optimizer']['param_groups'][0]['lr'] == 1e-3 and obj['optimizer']['state'][0]['exp_avg'].shape == (2, 4)
-    assert obj['lr_scheduler']['T_max'] == 10 and isinstance(obj['scaler'], dict)
+    assert isinstance(cfg, PickledObject)
+    assert cfg.pickle_name == 'notinstalled_yacs.config.CfgNode'
+    assert cfg['MODEL']['NAME'] == 'inline_swin_t'
+    assert cfg['TRAIN']['BASE_LR'] == 1e-3
+    assert cfg.frozen is True
+    assert obj['args'].lr == 1e-3
+    assert obj['args'].epochs == 300
+    assert obj['optimizer']['param_groups'][0]['lr'] == 1e-3
+    assert obj['optimizer']['state'][0]['exp_avg'].shape == (2, 4)
+    assert obj['lr_scheduler']['T_max'] == 10
+    assert isinstance(obj['scaler'], dict)
     assert obj['extra'].pickle_args == (7,)
-    assert obj['misc']['tags'] == {'a', 'b'} and obj['misc']['raw'] == b'\x00\x01'
+    assert obj['misc']['tags'] == {'a', 'b'}
+    assert obj['misc']['raw'] == b'\x00\x01'
 
 
-@pytest.mark.parametrize('weights, expect_match', [('auto', True), ('ema', True), ('model', False)])
+@pytest.mark.parametrize(('weights', 'expect_match'), [('auto', True), ('ema', True), ('model', False)])
 def test_research_checkpoint_loads_through_init_cfg(research_checkpoint, weights, expect_match):
     model, ref = build_reference_backbone('inline_swin_mini', str(research_checkpoint))
     if weights != 'auto':  # the init_cfg option, plumbed to the loader
@@ -117,7 +124,7 @@ def test_weights_choice_is_explicit():
     assert select_weights(ckpt, 'auto')[1] == "EMA weights ('state_dict_ema')"
     assert select_weights(ckpt, 'model')[1] == "model weights ('model')"
     assert select_weights({'model': {'w': torch.zeros(1)}}, 'auto')[1] == "model weights ('model')"
-    with pytest.raises(CheckpointError, match="has no EMA weights.*weights='model'"):
+    with pytest.raises(CheckpointError, match=r"has no EMA weights.*weights='model'"):
         select_weights({'model': {}}, 'ema')
     with pytest.raises(ValueError, match="weights='best'"):
         select_weights(ckpt, 'best')
@@ -189,7 +196,7 @@ def test_malicious_checkpoint_is_refused(name, tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize('data, fragment', [
+@pytest.mark.parametrize(('data', 'fragment'), [
     (b"(S'touch MARKER'\nios\nsystem\n.", 'os.system'),                      # protocol 0 INST
     (b'cposix\nsystem\n(S\'touch MARKER\'\ntR.', 'posix.system'),           # GLOBAL + REDUCE
     (b'\x80\x04\x8c\x08builtins\x8c\x04eval\x93\x8c\x01x\x85R.',
@@ -211,7 +218,9 @@ def test_placeholder_calls_never_reach_real_code():
     """Constructing a placeholder records its arguments; nothing importable is called or imported."""
     data = b'cnotinstalled_mod\nThing\n(S\'arg\'\ntR}(S\'k\'\nK\x01ub.'
     obj = safe_unpickle.loads(data)
-    assert obj.pickle_name == 'notinstalled_mod.Thing' and obj.pickle_args == ('arg',) and obj.k == 1
+    assert obj.pickle_name == 'notinstalled_mod.Thing'
+    assert obj.pickle_args == ('arg',)
+    assert obj.k == 1
     assert 'notinstalled_mod' not in sys.modules
 
 
@@ -232,6 +241,6 @@ def test_legacy_format_reads_and_refuses_too(tmp_path):
     marker = tmp_path / 'marker'
     ckpt['args'] = Payload(os.system, f'touch {marker}')
     torch.save(ckpt, path, _use_new_zipfile_serialization=False)
-    with pytest.raises(CheckpointError, match='posix.system|os.system'):
+    with pytest.raises(CheckpointError, match=r'posix.system|os.system'):
         read_checkpoint(str(path))
     assert not marker.exists()

@@ -41,16 +41,19 @@ def test_safetensors_output_is_safetensors_and_loads_as_the_pth_does(tmp_path):
     with safetensors.safe_open(str(tmp_path / 'backbone.safetensors'), 'pt') as f:
         assert len(list(f.keys())) == kept
         meta = f.metadata()
-    assert json.loads(meta['backbone']) == name == 'InLineSwin' and json.loads(meta['converted_from']) == str(SWIN)
+    assert json.loads(meta['backbone']) == name == 'InLineSwin'
+    assert json.loads(meta['converted_from']) == str(SWIN)
     a, b = mini_from(tmp_path / 'backbone.safetensors'), mini_from(tmp_path / 'backbone.pth')
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_safetensors_output_without_the_package_is_refused_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setattr(saving, '_safetensors_save', lambda: None)
     with pytest.raises(OutputPathError, match=r'needs the safetensors package \(pip install safetensors\)') as info:
         convert_file(str(SWIN), str(tmp_path / 'backbone.SAFETENSORS'))
-    assert '\n' not in str(info.value) and not list(tmp_path.iterdir())
+    assert '\n' not in str(info.value)
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_tool_writes_safetensors(tmp_path):

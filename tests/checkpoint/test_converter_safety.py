@@ -61,7 +61,8 @@ def test_full_disk_names_the_path_and_keeps_the_old_file(authors_copy, tmp_path,
     monkeypatch.setattr(saving.torch, 'save', full)
     with pytest.raises(DiskFullError) as info:
         convert_file(str(src), str(dst))
-    assert 'no space left on device' in str(info.value) and str(dst) in str(info.value)
+    assert 'no space left on device' in str(info.value)
+    assert str(dst) in str(info.value)
     assert 'left unchanged' in str(info.value)
     assert dst.read_bytes() == b'the good file from before'
     assert leftovers(tmp_path) == []
@@ -92,10 +93,11 @@ def test_full_disk_inside_torchs_writer_is_still_reported_as_such(tmp_path, monk
         f = real_open(path, mode, *args, **kwargs)
         return FullFile(f) if 'w' in mode and '.tmp-' in str(path) else f
     monkeypatch.setattr('builtins.open', opener)
-    with pytest.raises(DiskFullError, match='no space left on device while writing .*c.pth'):
+    with pytest.raises(DiskFullError, match=r'no space left on device while writing .*c.pth'):
         save_atomically({'w': torch.zeros(10000)}, dst)
     monkeypatch.undo()
-    assert not dst.exists() and leftovers(tmp_path) == []
+    assert not dst.exists()
+    assert leftovers(tmp_path) == []
 
 
 def test_output_is_written_atomically(authors_copy, tmp_path, monkeypatch):
@@ -110,9 +112,12 @@ def test_output_is_written_atomically(authors_copy, tmp_path, monkeypatch):
         real_replace(a, b)
     monkeypatch.setattr(atomic.os, 'replace', replace)
     name, kept, _ = convert_file(str(src), str(dst))
-    assert seen and seen[0][0].startswith('.tmp-backbone.pth.') and seen[0][1] == 'backbone.pth'
+    assert seen
+    assert seen[0][0].startswith('.tmp-backbone.pth.')
+    assert seen[0][1] == 'backbone.pth'
     assert seen[0][2] == b'old'  # the old file stays whole until the new one is complete
-    assert name == 'InLineSwin' and len(torch.load(dst, weights_only=True)['state_dict']) == kept
+    assert name == 'InLineSwin'
+    assert len(torch.load(dst, weights_only=True)['state_dict']) == kept
 
 
 @pytest.mark.parametrize('wrong', ['InLinePVT', 'InLineCSwin'])
@@ -140,13 +145,15 @@ def test_output_at_a_directory_or_in_a_missing_one(authors_copy, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_tool_says_it_in_one_line(authors_copy, tmp_path):
+def test_the_tool_says_it_in_one_line(authors_copy):
     src, data = authors_copy
     proc = subprocess.run([sys.executable, str(ROOT / 'tools' / 'convert_checkpoint.py'), str(src), str(src)],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', '')))
-    assert proc.returncode == 1 and 'Traceback' not in proc.stderr
-    assert proc.stderr.strip().startswith('error: the output') and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 1
+    assert 'Traceback' not in proc.stderr
+    assert proc.stderr.strip().startswith('error: the output')
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert src.read_bytes() == data
 
 
@@ -154,7 +161,7 @@ def test_the_tool_says_it_in_one_line(authors_copy, tmp_path):
 def test_a_real_enospc_is_recovered_from_torchs_writer():
     """/dev/full fails every write with ENOSPC, as a full disk does: torch reports 'unexpected pos'
     and the watched writer keeps the disk's error."""
-    f = open('/dev/full', 'wb')
+    f = open('/dev/full', 'wb')  # noqa: SIM115 (the close below fails with ENOSPC too: suppressed, not raised)
     try:
         watched = saving._WatchedWriter(f)
         with pytest.raises(RuntimeError, match='unexpected pos'):
@@ -162,7 +169,8 @@ def test_a_real_enospc_is_recovered_from_torchs_writer():
     finally:
         with contextlib.suppress(OSError):  # closing flushes what is left: ENOSPC again
             f.close()
-    assert watched.error is not None and watched.error.errno == errno.ENOSPC
+    assert watched.error is not None
+    assert watched.error.errno == errno.ENOSPC
 
 
 def test_a_directory_as_the_source_is_named_as_such(tmp_path):
@@ -171,4 +179,5 @@ def test_a_directory_as_the_source_is_named_as_such(tmp_path):
     (tmp_path / 'run' / 'iter_400.pth').write_bytes(b'')
     with pytest.raises(CheckpointError, match='is a directory, not a file; pass a checkpoint file in it') as info:
         convert_file(str(tmp_path / 'run'), str(tmp_path / 'out.pth'))
-    assert 'iter_400.pth' in str(info.value) and 'does not exist' not in str(info.value)
+    assert 'iter_400.pth' in str(info.value)
+    assert 'does not exist' not in str(info.value)

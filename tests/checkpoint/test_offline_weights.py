@@ -40,14 +40,16 @@ def test_the_error_offline_names_the_one_place(offline):
     with pytest.raises(DownloadError) as info:
         resolve(f'inline://{VARIANT}')
     text = str(info.value)
-    assert f'save it as {offline / (VARIANT + ".pth")}' in text and '\n' not in text
+    assert f'save it as {offline / (VARIANT + ".pth")}' in text
+    assert '\n' not in text
 
 
 def test_a_file_saved_by_hand_where_the_docs_say_loads_offline(offline):
     placed = save_by_hand(offline)
     assert resolve(f'inline://{VARIANT}') == str(placed)
     record = json.loads((offline / f'{VARIANT}.pth.json').read_text())
-    assert record['source'] == 'placed by hand' and record['url'] == sources.PUBLISHED[VARIANT].url
+    assert record['source'] == 'placed by hand'
+    assert record['url'] == sources.PUBLISHED[VARIANT].url
     # the backbone loads it through init_cfg, as a config names it
     model, _ = build_reference_backbone('inline_swin_mini', f'inline://{VARIANT}')
     direct, _ = build_reference_backbone('inline_swin_mini', authors_checkpoint('inline_swin_mini'))
@@ -66,7 +68,9 @@ def test_a_hand_placed_file_that_is_not_a_checkpoint_is_refused(offline):
     with pytest.raises(CorruptCacheError) as info:
         resolve(f'inline://{VARIANT}')
     text = str(info.value)
-    assert 'is not a readable checkpoint' in text and 'Download' in text and '\n' not in text
+    assert 'is not a readable checkpoint' in text
+    assert 'Download' in text
+    assert '\n' not in text
 
 
 def test_a_hand_placed_file_that_changed_after_adoption_is_refused(offline):

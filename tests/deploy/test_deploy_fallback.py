@@ -2,7 +2,6 @@
 
 The exporter is replaced by a stand-in that fails for chosen evaluations, so these tests check the
 fallback's bookkeeping in milliseconds; tests/deploy/test_export_onnx.py runs the real exporter."""
-from typing import List
 
 import pytest
 from torch import nn
@@ -15,10 +14,10 @@ def two_layers() -> nn.Module:
     return nn.Sequential(InLineAttention(16, 2, impl='auto'), InLineAttention(16, 2, impl='folded_gram'))
 
 
-def fake_exporter(monkeypatch: pytest.MonkeyPatch, fails_with: List[str]) -> List[List[str]]:
+def fake_exporter(monkeypatch: pytest.MonkeyPatch, fails_with: list[str]) -> list[list[str]]:
     """Replaces export_onnx: it raises while any InLine layer runs an impl in ``fails_with``;
     returns the layers' impls seen at each call."""
-    seen: List[List[str]] = []
+    seen: list[list[str]] = []
 
     def export(module, path, output_names, example_shape, opset):
         impls = [m.impl for m in module.modules() if isinstance(m, InLineAttention)]
@@ -35,7 +34,8 @@ def test_fallback_exports_with_another_impl_and_puts_the_layers_back(monkeypatch
     model = two_layers()
     seen = fake_exporter(monkeypatch, fails_with=['auto', 'folded_gram', 'folded_keys'])
     used, ranges = onnx_export.export_with_fallback(model, 'unused.onnx', ['out'], log=lambda _: None)
-    assert used == 'reference' and ranges == {'H': (32, None)}
+    assert used == 'reference'
+    assert ranges == {'H': (32, None)}
     assert seen == [['auto', 'folded_gram'], ['folded_keys'] * 2, ['reference'] * 2]
     assert [m.impl for m in model] == ['auto', 'folded_gram']
 
@@ -44,13 +44,14 @@ def test_a_model_that_exports_as_it_is_is_not_touched(monkeypatch):
     model = two_layers()
     seen = fake_exporter(monkeypatch, fails_with=[])
     used, _ = onnx_export.export_with_fallback(model, 'unused.onnx', ['out'], log=lambda _: None)
-    assert used is None and seen == [['auto', 'folded_gram']]
+    assert used is None
+    assert seen == [['auto', 'folded_gram']]
     assert [m.impl for m in model] == ['auto', 'folded_gram']
 
 
 def test_when_every_impl_fails_the_error_names_them_and_the_layers_are_back(monkeypatch):
     model = two_layers()
-    fake_exporter(monkeypatch, fails_with=list(onnx_export.FALLBACK_IMPLS) + ['auto', 'folded_gram'])
+    fake_exporter(monkeypatch, fails_with=[*onnx_export.FALLBACK_IMPLS, 'auto', 'folded_gram'])
     with pytest.raises(RuntimeError, match='failed with every attn_impl'):
         onnx_export.export_with_fallback(model, 'unused.onnx', ['out'], log=lambda _: None)
     assert [m.impl for m in model] == ['auto', 'folded_gram']

@@ -33,7 +33,9 @@ BOUNDED = {'batch': (2, None), 'height': (2, 128), 'width': (2, 128)}
 def test_default_check_sizes_are_moved_inside_the_valid_range():
     export = (2, 3, 65, 97)
     fitted = fit_check_shapes(CHECK_SHAPES, BOUNDED, export)
-    assert fitted and not outside_ranges(fitted, BOUNDED) and export not in fitted
+    assert fitted
+    assert not outside_ranges(fitted, BOUNDED)
+    assert export not in fitted
     assert len(set(fitted)) == len(fitted) == len(CHECK_SHAPES)
     assert fit_check_shapes(CHECK_SHAPES, {'batch': (2, None), 'height': (2, None), 'width': (2, None)},
                             (2, 3, 289, 291)) == list(CHECK_SHAPES)  # unbounded: the defaults as they are
@@ -59,7 +61,8 @@ def test_an_onnxruntime_failure_is_one_line(tmp_path):
     export_onnx(Conv(), path, ['out'], (2, 3, 33, 35))
     with pytest.raises(OnnxMismatchError, match=r'onnxruntime failed at input \(1, 5, 40, 40\)') as info:
         check_onnx(path, nn.Sequential(), [(1, 5, 40, 40)], runs=1)  # 5 channels: the graph wants 3
-    assert len(str(info.value).splitlines()) == 1 and info.value.shape == (1, 5, 40, 40)
+    assert len(str(info.value).splitlines()) == 1
+    assert info.value.shape == (1, 5, 40, 40)
 
 
 def test_dino_outputs_are_all_named():

@@ -34,7 +34,8 @@ def test_adaptive_pooling_by_matmul_is_torchs(out):
 def test_replace_adaptive_pooling_swaps_fixed_sizes_only():
     model = nn.Sequential(nn.AdaptiveAvgPool2d(3), nn.Sequential(nn.AdaptiveAvgPool2d((None, 2)), nn.ReLU()))
     assert replace_adaptive_pooling(model) == ['0']
-    assert isinstance(model[0], AdaptiveAvgPool2dByMatmul) and isinstance(model[1][0], nn.AdaptiveAvgPool2d)
+    assert isinstance(model[0], AdaptiveAvgPool2dByMatmul)
+    assert isinstance(model[1][0], nn.AdaptiveAvgPool2d)
 
 
 class Outputs(nn.Module):
@@ -58,7 +59,8 @@ def test_backbone_exports_with_dynamic_sizes(kind, tiny_backbone, tmp_path, one_
     module = Outputs(tiny_backbone(kind, **EVERY_KIND_ONCE[kind])).eval()
     path = str(tmp_path / f'{kind}.onnx')
     ranges = export_onnx(module, path, [f'out{i}' for i in range(4)])
-    assert ranges['height'][1] is None and ranges['width'][1] is None  # no upper bound
+    assert ranges['height'][1] is None
+    assert ranges['width'][1] is None  # no upper bound
     rows = check_onnx(path, module, CHECK, tolerance=1e-4, runs=1)
     assert [r.shape for r in rows] == CHECK
     assert all(r.relative_error < 1e-4 for r in rows)
@@ -71,7 +73,8 @@ def test_check_fails_loudly_on_a_mismatch(tmp_path, one_thread):
     replace_adaptive_pooling(module)
     path = str(tmp_path / 'conv.onnx')
     ranges = export_onnx(module, path, ['out'], example_shape=(2, 3, 17, 19))
-    assert ranges['batch'][1] is None and ranges['height'][1] is None
+    assert ranges['batch'][1] is None
+    assert ranges['height'][1] is None
     rows = check_onnx(path, module, [(1, 3, 11, 23), (3, 3, 30, 8)], runs=1)
     assert max(r.relative_error for r in rows) < 1e-5
     with torch.no_grad():
@@ -98,7 +101,8 @@ def test_tool_exports_a_segmenter(load_tool, tmp_path, capsys, one_thread):
         '--cfg-options', 'model.decode_head.num_classes=4', *EVERY_SWIN_BLOCK])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert 'onnxruntime matches PyTorch' in printed and '2x3x141x166' in printed
+    assert 'onnxruntime matches PyTorch' in printed
+    assert '2x3x141x166' in printed
     import onnx
     import onnxruntime as ort
     scopes = ' '.join(p.value for n in onnx.load(str(out)).graph.node for p in n.metadata_props)

@@ -4,7 +4,6 @@ residual on the patch tokens alone. It takes the authors' checkpoint layout as i
 beyond the authors' square training input, any size: zero padding to multiples of the patch, the
 position grid resampled by timm's own ``resample_abs_pos_embed`` (what a dense backbone must do).
 Textbook evaluation: q, k, v formed, (k^T v) per head, one grouped convolution per batch."""
-from typing import List, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -74,7 +73,7 @@ class AuthorsDeiT(nn.Module):
         self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
         self.head = nn.Linear(embed_dim, num_classes)
 
-    def forward(self, x: torch.Tensor) -> Tuple[List[torch.Tensor], List[torch.Tensor], torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
         """(B, 3, H, W) -> every block's patch tokens as (B, C, h, w) maps, its cls tokens (B, C), the logits."""
         p = self.patch
         x = F.pad(x, (0, -x.shape[-1] % p, 0, -x.shape[-2] % p))

@@ -3,7 +3,7 @@ that means nothing, or would be taken for something else (``out_norm='no'`` is t
 ``frozen_stages=True`` is 1, ``out_indices=(3, 1)`` was reordered), fails with one line naming the
 setting and the fix. The checks live in ``inline_dense.layers.arch`` and serve every family."""
 import re
-from typing import Any, Dict, Type
+from typing import Any
 
 import pytest
 import torch
@@ -11,7 +11,7 @@ import torch
 from inline_dense.layers.arch import OPTION_KINDS, check_backbone_options
 from inline_dense.models import InLineCSwin, InLinePVT, InLineSwin
 
-SMALL: Dict[Type[torch.nn.Module], Dict[str, Any]] = {
+SMALL: dict[type[torch.nn.Module], dict[str, Any]] = {
     InLineSwin: dict(embed_dims=8, depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2), attn_type='IIIS', window_size=2),
     InLinePVT: dict(embed_dims=(8, 8, 16, 16), depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2), attn_type='IIIS'),
     InLineCSwin: dict(embed_dims=8, depths=(1, 1, 1, 1), num_heads=(1, 1, 2, 2), split_size=(1, 1, 1, 1)),
@@ -19,7 +19,7 @@ SMALL: Dict[Type[torch.nn.Module], Dict[str, Any]] = {
 FAMILIES = list(SMALL)
 
 
-def refused(cls: Type[torch.nn.Module], *fragments: str, **overrides: Any) -> str:
+def refused(cls: type[torch.nn.Module], *fragments: str, **overrides: Any) -> str:
     """The one-line message of building ``cls`` with ``overrides``, holding every fragment."""
     with pytest.raises((TypeError, ValueError)) as info:
         cls(**dict(SMALL[cls], **overrides))

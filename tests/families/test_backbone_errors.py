@@ -21,7 +21,7 @@ def msg(*fragments: str) -> str:
 
 
 # ---------------------------------------------------------------- architecture settings
-@pytest.mark.parametrize('cls, options', [(InLineSwin, "['base', 'small', 'tiny']"),
+@pytest.mark.parametrize(('cls', 'options'), [(InLineSwin, "['base', 'small', 'tiny']"),
                                           (InLinePVT, "['large', 'medium', 'small', 'tiny']")])
 def test_unknown_arch(cls, options):
     with pytest.raises(ValueError, match=msg("unknown arch 'huge'", options, 'pass a dict')):
@@ -33,7 +33,7 @@ def test_custom_arch_dict_missing_keys():
         InLineSwin(arch=dict(embed_dims=32, depths=(2, 2, 2, 2), num_heads=(1, 2, 4, 8)))
 
 
-@pytest.mark.parametrize('attn_type, fragments', [
+@pytest.mark.parametrize(('attn_type', 'fragments'), [
     ('II', ["'II' is too short", 'one letter per stage (4 stages)']),
     ('IIXS', ["unknown letter(s) ['X']", "e.g. 'IIMS2'"]),
     ('iiis', ["unknown letter(s) ['i', 's']"]),
@@ -54,7 +54,7 @@ def test_pvt_has_no_mixed_stage():
         InLinePVT(attn_type='IIMI1')
 
 
-@pytest.mark.parametrize('build, fragments', [
+@pytest.mark.parametrize(('build', 'fragments'), [
     (lambda: mini_swin(embed_dims=18, num_heads=(4, 2, 4, 8)),
      ['InLineSwin stage 0', 'embed_dims=18 is not divisible by num_heads=4', 'divisors of 18']),
     (lambda: InLinePVT(num_heads=(3, 4, 10, 16)),
@@ -66,7 +66,7 @@ def test_embed_dims_not_divisible_by_heads(build, fragments):
         build()
 
 
-@pytest.mark.parametrize('build, fragments', [
+@pytest.mark.parametrize(('build', 'fragments'), [
     (lambda: mini_swin(num_heads=(1, 2, 4)), ['num_heads=[1, 2, 4] has 3 entries', 'one per stage (4)']),
     (lambda: mini_swin(out_indices=(0, 4)), ['out_indices (0, 4)', 'subset of (0, 1, 2, 3)']),
     (lambda: mini_swin(frozen_stages=7), ['frozen_stages=7', '[-1, 4]']),
@@ -148,7 +148,7 @@ def test_truncated_checkpoint(tiny_checkpoint, tmp_path):
         pretrained(path=path, arch='tiny')
 
 
-@pytest.mark.parametrize('content, fragments', [
+@pytest.mark.parametrize(('content', 'fragments'), [
     (b'', ['not a readable PyTorch checkpoint']),
     (b'hello, I am a text file\n', ['not a readable PyTorch checkpoint', 'not a checkpoint at all']),
     ([1, 2, 3], ['holds a list, not a checkpoint dict']),
@@ -234,7 +234,7 @@ def test_pvt_pretrain_img_size_bad(size):
 
 
 def test_cswin_two_branch_stage_needs_even_heads():
-    with pytest.raises(ValueError, match='InLineCSwin stage 2: .*splits its 3 heads in half'):
+    with pytest.raises(ValueError, match=r'InLineCSwin stage 2: .*splits its 3 heads in half'):
         InLineCSwin(embed_dims=24, depths=(1, 1, 1, 1), num_heads=(1, 2, 3, 8), attn_type='IISS')
 
 

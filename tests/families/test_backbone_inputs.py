@@ -40,7 +40,7 @@ def test_other_float_dtypes_are_cast_to_the_models(kind, dtype):
 
 
 def test_integer_images_are_refused_with_the_fix():
-    with pytest.raises(TypeError, match='InLineSwin: got a torch.uint8 input.*normalised floating-point'):
+    with pytest.raises(TypeError, match=r'InLineSwin: got a torch.uint8 input.*normalised floating-point'):
         build_tiny('swin')(torch.zeros(1, 3, 64, 64, dtype=torch.uint8))
 
 

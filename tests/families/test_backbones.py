@@ -1,5 +1,6 @@
 """Shapes, linear cost, gradients, freezing, checkpointing and registration of the backbones."""
 import math
+from typing import ClassVar
 
 import pytest
 import torch
@@ -43,7 +44,7 @@ def shapes_without_compute(model: torch.nn.Module, h: int, w: int) -> list:
         return [tuple(o.shape) for o in outs]
 
 
-@pytest.mark.parametrize('cls,arch,dims', ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
+@pytest.mark.parametrize(('cls', 'arch', 'dims'), ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
 def test_arch_shapes(cls, arch, dims):
     """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride).
     The full-size presets on fake tensors; the tiny ones also really, with finite outputs."""
@@ -65,17 +66,21 @@ def test_cswin_block_layout():
     assert [len(s.blocks) for s in model.stages] == [len(kinds) for kinds in model.attn_kinds]
     assert [set(kinds) for kinds in model.attn_kinds] == [{'I'}, {'I'}, {'S'}, {'S'}]
     inline = model.stages[0].blocks[0]
-    assert isinstance(inline.attn, InLineAttention) and inline.attn.get_v is not None and inline.residual_from_input
+    assert isinstance(inline.attn, InLineAttention)
+    assert inline.attn.get_v is not None
+    assert inline.residual_from_input
     stripes, last = model.stages[2].blocks[0].attn, model.stages[3].blocks[0].attn
     assert (stripes.num_branches, stripes.split_size, last.num_branches) == (2, 7, 1)
-    assert stripes.stripes() == [(None, 7), (7, None)] and last.stripes() == [(None, None)]
+    assert stripes.stripes() == [(None, 7), (7, None)]
+    assert last.stripes() == [(None, None)]
 
 
 def test_arch_presets_and_overrides():
     swin = InLineSwin(arch='base')
     assert [len(s.blocks) for s in swin.stages] == [2, 2, 18, 2]
     # 'IIMS2': stage 2 has 2 InLine blocks, then softmax ones
-    assert swin.attn_kinds[2][:3] == ['I', 'I', 'S'] and swin.attn_kinds[3] == ['S', 'S']
+    assert swin.attn_kinds[2][:3] == ['I', 'I', 'S']
+    assert swin.attn_kinds[3] == ['S', 'S']
     assert isinstance(swin.stages[0].blocks[0].attn, InLineAttention)
     assert InLineSwin(arch='tiny').attn_kinds == [['I'] * 2, ['I'] * 2, ['I'] * 6, ['S'] * 2]
     assert InLineSwin(arch='small').attn_kinds[2] == ['S'] * 18
@@ -104,7 +109,8 @@ def test_inline_blocks_are_global_at_any_resolution():
 def test_kernels_run(kernel):
     attn = InLineAttention(16, 2, kernel=kernel)
     out = attn(torch.randn(2, 12, 16) * 0.5, (3, 4))
-    assert out.shape == (2, 12, 16) and torch.isfinite(out).all()
+    assert out.shape == (2, 12, 16)
+    assert torch.isfinite(out).all()
 
 
 def attention_costs(module, hw, channels):
@@ -141,7 +147,8 @@ def test_inline_attention_cost_is_linear_in_tokens():
     assert 3.7 < m4 / m1 < 4.2, m4 / m1  # below 4 by the weights saved at both sizes
     s1, sm1 = attention_costs(GlobalSoftmax(48), (16, 24), 48)
     s4, sm4 = attention_costs(GlobalSoftmax(48), (32, 48), 48)
-    assert s4 / s1 > 8 and sm4 / sm1 > 8
+    assert s4 / s1 > 8
+    assert sm4 / sm1 > 8
 
 
 def test_gradients_reach_every_parameter(kind, tiny_backbone):
@@ -191,7 +198,7 @@ def test_with_cp_gives_same_outputs_and_gradients(kind, tiny_backbone):
         torch.testing.assert_close(grads[0][name], grads[1][name], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize('kwargs,words', [
+@pytest.mark.parametrize(('kwargs', 'words'), [
     (dict(arch='huge'), ["unknown arch 'huge'", 'tiny']),
     (dict(attn_type='IIS'), ['too short']),
     (dict(attn_type='IIXS'), ["unknown letter(s) ['X']"]),
@@ -199,7 +206,7 @@ def test_with_cp_gives_same_outputs_and_gradients(kind, tiny_backbone):
     (dict(kernel='softplus'), ["unknown kernel 'softplus'", 'identity']),
 ])
 def test_bad_settings_raise_clear_errors(kwargs, words):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError) as info:  # noqa: PT011 (each of several words checked below)
         InLineSwin(**kwargs)
     for word in words:
         assert word in str(info.value)
@@ -213,7 +220,8 @@ def test_registered_in_mmdet_and_mmseg():
 
     import inline_dense.openmmlab as adapter
     for registry in (DET, SEG):  # the adapter's classes, subclasses of the core's
-        assert registry.get('InLineSwin') is adapter.InLineSwin and registry.get('InLinePVT') is adapter.InLinePVT
+        assert registry.get('InLineSwin') is adapter.InLineSwin
+        assert registry.get('InLinePVT') is adapter.InLinePVT
         assert registry.get('InLineCSwin') is adapter.InLineCSwin
         assert all(issubclass(registry.get(c.__name__), c) for c in (InLineSwin, InLinePVT, InLineCSwin))
     model = DET.build(dict(type='InLinePVT', arch='tiny', depths=(1, 1, 1, 1)))
@@ -227,7 +235,7 @@ def test_registered_in_mmdet_and_mmseg():
 class OneStage(InLineBackboneBase):
     """The least a family writes: a preset, its settings resolved, its stem and stages handed to the base."""
 
-    arch_zoo = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
+    arch_zoo: ClassVar[dict] = {'one': dict(embed_dims=8, depths=(1,), num_heads=(1,))}
 
     def __init__(self, strides=(4,), frozen_stages=-1, num_stages=1):
         settings = resolve_settings('OneStage', self.arch_zoo, 'one', {}, in_channels=3, kernel='identity',
@@ -243,7 +251,8 @@ class OneStage(InLineBackboneBase):
 
 def test_base_class_sets_strides_and_freezes():
     model = OneStage(frozen_stages=1)
-    assert model.strides == (4,) and model.min_input_size == 4
+    assert model.strides == (4,)
+    assert model.min_input_size == 4
     assert model.stem_modules() == [model.stem]
     assert not any(p.requires_grad for p in model.stem.parameters())
     assert not any(p.requires_grad for p in model.stages[0].parameters())  # the family never called _freeze
@@ -280,5 +289,6 @@ def test_init_cfg_initialisers_run_and_init_cfg_stays(tiny_backbone):
     model.init_weights()
     assert model.init_cfg == init_cfg
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    assert linears and all(bool((m.weight == 0.5).all()) for m in linears)
+    assert linears
+    assert all(bool((m.weight == 0.5).all()) for m in linears)
     assert all(bool((m.bias == 0.25).all()) for m in linears if m.bias is not None)

@@ -65,10 +65,14 @@ def state_keys(path: str) -> list:
 def test_the_spec_and_the_model_agree(family):
     spec = spec_of(family)
     cls = backbone_class(spec)
-    assert spec.name == family and cls.__name__ == spec.class_name
-    assert cls.__module__ == spec.model_module and cls.arch_zoo is spec.presets
-    assert getattr(inline_dense.models, spec.class_name) is cls and spec.class_name in inline_dense.models.__all__
-    assert spec.weights and all(w.preset in spec.presets for w in spec.weights)
+    assert spec.name == family
+    assert cls.__name__ == spec.class_name
+    assert cls.__module__ == spec.model_module
+    assert cls.arch_zoo is spec.presets
+    assert getattr(inline_dense.models, spec.class_name) is cls
+    assert spec.class_name in inline_dense.models.__all__
+    assert spec.weights
+    assert all(w.preset in spec.presets for w in spec.weights)
     assert all(w.name.startswith(f'inline_{family}_') for w in spec.weights)
     assert set(spec.configs.drop_path) == set(spec.presets)
     for key, rate in spec.configs.drop_path.items():
@@ -115,12 +119,13 @@ def test_the_authors_layout_converts_and_names_its_family(family):
     path = authors_checkpoint(spec.fixture.name)
     theirs = torch.load(path, weights_only=True)['model']
     before = dict(theirs)
-    converted, dropped = backbone_class(spec).convert_pretrained(theirs)
+    converted, _dropped = backbone_class(spec).convert_pretrained(theirs)
     assert theirs == before  # a pure function of the state dict
     assert detect_backbone(theirs) == detect_backbone(converted) == spec.class_name
     model = backbone_class(spec)(**spec.fixture.backbone_kwargs(load_reference(spec.fixture.name)['arch']))
     missing, unexpected = model.load_state_dict(converted, strict=False)  # shapes must fit
-    assert not missing and all(k.startswith('out_norms.') for k in unexpected)  # the final norm, our output norm
+    assert not missing
+    assert all(k.startswith('out_norms.') for k in unexpected)  # the final norm, our output norm
     ours = model.state_dict()
     again, _ = backbone_class(spec).convert_pretrained(dict(ours))
     assert set(again) == set(ours)  # our own layout passes through
@@ -192,7 +197,8 @@ def test_timm_features_and_classifier(family):
         maps = features(torch.randn(1, 3, *SIZES[0]))
         logits = timm.create_model(variant, num_classes=7, **spec.tiny).eval()(torch.randn(2, 3, *SIZES[1]))
     assert [m.shape[1] for m in maps] == features.feature_info.channels()
-    assert logits.shape == (2, 7) and torch.isfinite(logits).all()
+    assert logits.shape == (2, 7)
+    assert torch.isfinite(logits).all()
 
 
 @pytest.mark.skipif(sys.version_info < (3, 10), reason='segmentation_models_pytorch 0.6 needs Python >= 3.10')
@@ -218,7 +224,8 @@ def test_torchvision_fpn_backbone(family):
     with torch.no_grad():
         levels = backbone(torch.randn(1, 3, *SIZES[0]))
     strides = backbone.level_strides
-    assert len(levels) == len(strides) and all(v.shape[1] == 16 for v in levels.values())
+    assert len(levels) == len(strides)
+    assert all(v.shape[1] == 16 for v in levels.values())
     # a pyramid's level s covers ceil(H / s) cells; the simple pyramid's levels are made from the plain
     # backbone's stride-b grid, ceil(H / b) cells, so they cover ceil(ceil(H / b) * b / s)
     base = spec.preset_outputs(spec.weights[0].preset)[0].stride if one_stride(spec) else 1

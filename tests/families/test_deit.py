@@ -56,8 +56,8 @@ def test_every_block_cls_token_and_the_logits_match_the_fixture(impl):
             block_err = errors(maps, case['stages'])
             cls_err = errors([p[:, 0] for p in prefixes], case['cls'])
             logit_err = errors([classifier(case['input'])], [case['logits']])
-            print(impl, 'blocks', ['%.1e/%.1e' % e for e in block_err], 'cls', ['%.1e/%.1e' % e for e in cls_err],
-                  'logits', '%.1e/%.1e' % logit_err[0])
+            print(impl, 'blocks', [f'{a:.1e}/{b:.1e}' for a, b in block_err],
+                  'cls', [f'{a:.1e}/{b:.1e}' for a, b in cls_err], 'logits', '{:.1e}/{:.1e}'.format(*logit_err[0]))
             assert max(e for e, _ in block_err + cls_err + logit_err) < TOL
 
 
@@ -99,7 +99,7 @@ def test_each_preset_matches_the_authors_model_at_other_sizes(preset, tmp_path):
             maps, cls, logits = theirs(x)
             got, prefixes = ours.forward_with_prefix(x)
             found = errors(got + [q[:, 0] for q in prefixes] + [classifier(x)], maps + cls + [logits])
-        print(preset, shape, ['%.1e/%.1e' % e for e in found])
+        print(preset, shape, [f'{a:.1e}/{b:.1e}' for a, b in found])
         worst += [e for e, _ in found]
     assert max(worst) < TOL
 
@@ -160,14 +160,15 @@ def test_without_the_cls_token_no_prefix_token_reaches_the_blocks():
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         assert (kept(x)[0] - dropped(x)[0]).abs().max() > 1e-3
-        maps, prefixes = dropped.forward_with_prefix(x)
+        _maps, prefixes = dropped.forward_with_prefix(x)
     assert prefixes[0].shape == (1, 0, 16)
     assert all(m.num_prefix_tokens == 0 for m in dropped.modules() if isinstance(m, InLineAttention))
 
 
 def test_out_indices_count_blocks_from_the_end_as_mmseg():
     model = InLineDeiT(embed_dims=16, depth=5, num_heads=2)
-    assert model.out_indices == [4] and list(model.out_norms) == ['4']
+    assert model.out_indices == [4]
+    assert list(model.out_norms) == ['4']
     assert InLineDeiT(embed_dims=16, depth=5, num_heads=2, out_indices=(1, -1)).out_indices == [1, 4]
     assert model.out_norms['4'].eps == 1e-6  # the authors' final norm's
     with pytest.raises(ValueError, match=r'subset of \(0, 1, 2, 3, 4\)'):
@@ -189,7 +190,8 @@ def test_frozen_stages_freeze_the_embeddings_and_the_first_blocks(frozen):
     stem = {'patch_embed.proj.weight', 'patch_embed.proj.bias', 'patch_embed.cls_token', 'patch_embed.pos_embed'}
     blocks = {n for n, _ in model.named_parameters() if any(n.startswith(f'stages.{i}.') for i in range(frozen))}
     assert frozen_names == stem | blocks
-    assert not model.patch_embed.training and model.stages[frozen].training
+    assert not model.patch_embed.training
+    assert model.stages[frozen].training
 
 
 def test_drop_path_grows_over_the_blocks():
@@ -210,7 +212,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         torch.testing.assert_close(a.grad, b.grad, msg=name)
 
 
-@pytest.mark.parametrize('kwargs, message', [
+@pytest.mark.parametrize(('kwargs', 'message'), [
     (dict(num_heads=(2, 2)), 'num_heads=.* must be a positive int'),
     (dict(depth=0), 'depth=0 must be a positive int'),
     (dict(pretrain_img_size=100), 'pretrain_img_size=.* multiples of 16'),

@@ -25,7 +25,7 @@ def max_errors(model, ref):
 def test_authors_checkpoint_reproduces_every_stage(variant):
     model, ref = build_reference_backbone(variant, authors_checkpoint(variant))
     errors = max_errors(model, ref)
-    print(variant, ['%.2e' % e for e in errors])
+    print(variant, [f'{e:.2e}' for e in errors])
     assert max(errors) < TOL, errors
 
 
@@ -62,7 +62,7 @@ def test_final_swin_norm_becomes_last_output_norm():
     """The authors' final LayerNorm is the last stage's output norm of the dense backbone."""
     variant = 'inline_swin_mini'
     ckpt = torch.load(authors_checkpoint(variant), weights_only=True)['model']
-    model, _ = build_reference_backbone(variant, authors_checkpoint(variant))
+    _model, _ = build_reference_backbone(variant, authors_checkpoint(variant))
     a = load_reference(variant)['arch']
     from inline_dense.models import InLineSwin
     dense = InLineSwin(embed_dims=a['embed_dim'], depths=a['depths'], num_heads=a['num_heads'],

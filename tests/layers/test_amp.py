@@ -166,7 +166,8 @@ def test_whole_backbone_autocast(kind, tiny_backbone):
                        torch.cat([g.flatten() for g in ref_grads.values()]))
         print(f'\n{kind} {dtype}: per-stage output rel err {[f"{e:.1e}" for e in errs]}, '
               f'all-gradients rel err {grad_err:.1e}')
-        assert max(errs) < NETWORK_TOL[dtype] and grad_err < NETWORK_TOL[dtype]
+        assert max(errs) < NETWORK_TOL[dtype]
+        assert grad_err < NETWORK_TOL[dtype]
 
 
 # ---------------------------------------------------------------------- tools/train.py --amp
@@ -201,9 +202,11 @@ def test_train_tool_amp_with_toy_configs(name, toy_dir, tmp_path, monkeypatch, o
     work = tmp_path / 'work'
     train_amp(name, work)
     dumped = (work / name).read_text()
-    assert 'AmpOptimWrapper' in dumped and 'bfloat16' in dumped
+    assert 'AmpOptimWrapper' in dumped
+    assert 'bfloat16' in dumped
     losses = [json.loads(line)['loss'] for path in work.glob('*/vis_data/scalars.json')
               for line in path.read_text().splitlines() if '"loss"' in line]
-    assert len(losses) == 2 and all(math.isfinite(v) for v in losses), losses
+    assert len(losses) == 2, losses
+    assert all(math.isfinite(v) for v in losses), losses
     ckpt = torch.load(work / 'iter_2.pth', map_location='cpu', weights_only=True)
     assert all(torch.isfinite(v).all() for v in ckpt['state_dict'].values() if v.is_floating_point())

@@ -49,7 +49,7 @@ CASES = [(32, 1, (30, 20), 'gram'), (96, 3, (40, 36), 'gram'), (96, 3, (14, 18),
          (512, 16, (4, 6), 'keys')]
 
 
-@pytest.mark.parametrize('c,heads,hw,route', CASES)
+@pytest.mark.parametrize(('c', 'heads', 'hw', 'route'), CASES)
 @pytest.mark.parametrize('masked', [False, True])
 @pytest.mark.parametrize('impl', ['auto', 'folded_gram', 'folded_keys'])
 def test_folded_equals_reference(c, heads, hw, route, masked, impl):
@@ -78,7 +78,7 @@ def test_folded_lepe_and_residual_input_equal_reference(masked):
     assert (without - ref).abs().max() > 1e-3 * ref.abs().max()  # residual_input matters
 
 
-@pytest.mark.parametrize('c,heads,hw', [CASES[1][:3], CASES[2][:3]])
+@pytest.mark.parametrize(('c', 'heads', 'hw'), [CASES[1][:3], CASES[2][:3]])
 def test_folded_gradients_equal_reference(c, heads, hw):
     attn = make(c, heads).train()
     x = torch.randn(2, hw[0] * hw[1], c)
@@ -107,10 +107,11 @@ def test_reference_path_is_used_where_folding_does_not_apply():
     assert not InLineAttention(32, 2, kernel='relu').folds()
     assert not InLineAttention(32, 2, impl='reference').folds()
     attn = InLineAttention(32, 2, attn_drop=0.1)
-    assert attn.train().folds() is False and attn.eval().folds() is True
+    assert attn.train().folds() is False
+    assert attn.eval().folds() is True
 
 
-@pytest.mark.parametrize('kwargs,fragment', [
+@pytest.mark.parametrize(('kwargs', 'fragment'), [
     (dict(impl='fast'), "unknown impl 'fast'"),
     (dict(impl='folded_gram', kernel='relu'), "needs kernel='identity' and attn_drop=0"),
     (dict(impl='folded_keys', attn_drop=0.1), "use impl='auto' or 'reference'"),

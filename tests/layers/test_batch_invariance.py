@@ -4,7 +4,7 @@ MMDetection pads every image of a batch to the largest one (and to size_divisor 
 InLine attention is global, so without a mask the padding changes an image's features.
 """
 import math
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -32,8 +32,8 @@ def backbone(name: str) -> torch.nn.Module:
     return build_tiny(kind, drop_path_rate=0.0, **settings).eval()
 
 
-def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: Tuple[int, int],
-                       index_a: int = 0, index_b: int = 0) -> List[float]:
+def valid_region_error(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor], hw: tuple[int, int],
+                       index_a: int = 0, index_b: int = 0) -> list[float]:
     """Per stage, max |a - b| over the tokens that cover the image's real pixels."""
     errs = []
     for fa, fb, s in zip(a, b, STRIDES):
@@ -119,7 +119,8 @@ def test_single_unpadded_image_takes_the_fast_path(images, monkeypatch):
     with torch.no_grad():
         plain = model(exact[None])
         with_shapes = model(exact[None], [tuple(exact.shape[-2:])])
-    assert seen and all(m is None for m in seen)
+    assert seen
+    assert all(m is None for m in seen)
     assert all(torch.equal(a, b) for a, b in zip(plain, with_shapes))
     assert padding.valid_token_mask([(96, 128)], (24, 32), 4, torch.device('cpu')) is None
 
@@ -145,7 +146,8 @@ def test_enable_padding_mask_feeds_img_shape_to_the_backbone(images):
     small, _, big = images
     det = TinyDetector(backbone('swin-ISMS1')).eval()
     handle = enable_padding_mask(det)
-    assert enable_padding_mask(det) is handle and handle.backbones == [det.backbone]
+    assert enable_padding_mask(det) is handle
+    assert handle.backbones == [det.backbone]
     x, shapes = padded_batch([small, big], size_divisor=32)
     samples = [FakeSample(s) for s in shapes]
     with torch.no_grad():
@@ -155,7 +157,8 @@ def test_enable_padding_mask_feeds_img_shape_to_the_backbone(images):
         plain_call = det.backbone(x)  # outside a model forward: nothing is injected
     assert handle.valid_hw is None  # cleared after the forward
     for a, b, c in zip(via_hook, via_kwargs, explicit):
-        assert torch.equal(a, c) and torch.equal(b, c)
+        assert torch.equal(a, c)
+        assert torch.equal(b, c)
     assert not all(torch.equal(a, c) for a, c in zip(plain_call, explicit))
     # a backbone call on another tensor (e.g. a crop) inside the forward is left alone
     handle._before_model(det, (x, samples), {})
@@ -277,7 +280,8 @@ def test_detections_do_not_depend_on_batch(name):
           f'finest FPN level {neck_err:.1e} (without the padding mask: {plain_box_err:.2e} px, '
           f'{plain_score_err:.2e})')
     assert neck_err < 1e-4
-    assert box_err < 0.1 and score_err < 1e-3
+    assert box_err < 0.1
+    assert score_err < 1e-3
     assert plain_box_err > 1.0  # the mask is what makes them agree
 
 

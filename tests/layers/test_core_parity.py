@@ -49,7 +49,9 @@ def test_trunc_normal_is_the_inverse_cdf_method_and_truncates():
     x = torch.empty(20000)
     torch.manual_seed(0)
     trunc_normal_(x, std=0.5, a=-0.6, b=0.6)
-    assert x.min() >= -0.6 and x.max() <= 0.6 and abs(x.mean().item()) < 0.02
+    assert x.min() >= -0.6
+    assert x.max() <= 0.6
+    assert abs(x.mean().item()) < 0.02
     torch.manual_seed(0)
     u = torch.empty(20000).uniform_(2 * 0.5 * (1 + math.erf(-1.2 / math.sqrt(2))) - 1,
                                     2 * 0.5 * (1 + math.erf(1.2 / math.sqrt(2))) - 1)
@@ -66,7 +68,8 @@ def test_drop_path_matches_timm(p):
     torch.manual_seed(1)
     b = theirs(x)
     torch.testing.assert_close(a, b, rtol=0, atol=0)
-    assert torch.equal(DropPath(p).eval()(x), x) and not list(DropPath(p).parameters())
+    assert torch.equal(DropPath(p).eval()(x), x)
+    assert not list(DropPath(p).parameters())
 
 
 def test_a_block_with_drop_path_has_the_keys_it_had():

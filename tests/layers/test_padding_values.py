@@ -5,7 +5,7 @@ sizes that are not multiples of the patch size (odd ones included).
 The backbone zeroes the input outside ``valid_hw`` and every token map before a convolution, so
 what lies in the padding is never read (``padding.zero_outside_valid``)."""
 import math
-from typing import List, Sequence, Tuple
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -18,7 +18,7 @@ SIZES = ((37, 45), (50, 71), (33, 97), (64, 30))  # no multiple of 4 but one sid
 MATE = (97, 130)
 
 
-def noise_batch(images: Sequence[torch.Tensor], fill: str, seed: int = 5) -> Tuple[torch.Tensor, List[Tuple[int, int]]]:
+def noise_batch(images: Sequence[torch.Tensor], fill: str, seed: int = 5) -> tuple[torch.Tensor, list[tuple[int, int]]]:
     """The images padded bottom/right to one batch, the padding ``fill``: 'noise' (large Gaussian)
     or a number."""
     h = max(im.shape[-2] for im in images)
@@ -91,7 +91,8 @@ def test_zero_outside_valid():
     x[1] = 2.0
     out = padding.zero_outside_valid(x, [(3, 4), (5, 6)])
     assert torch.equal(out[0, :, :3, :4], torch.ones(3, 3, 4))
-    assert out[0, :, 3:].eq(0).all() and out[0, :, :, 4:].eq(0).all()  # NaN padding too
+    assert out[0, :, 3:].eq(0).all()
+    assert out[0, :, :, 4:].eq(0).all()  # NaN padding too
     assert torch.equal(out[1], torch.full((3, 5, 6), 2.0))
     y = torch.randn(2, 3, 5, 6)
     assert padding.zero_outside_valid(y, None) is y

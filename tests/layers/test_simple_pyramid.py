@@ -61,6 +61,7 @@ def test_mmdet_neck_builds_from_config_and_takes_the_last_map():
     assert isinstance(neck.lateral_convs[0][1], LayerNorm2d)
     x = torch.randn(1, 32, 6, 9)
     outs = neck((torch.randn(1, 32, 6, 9), x))
-    assert isinstance(outs, tuple) and len(outs) == 5
+    assert isinstance(outs, tuple)
+    assert len(outs) == 5
     torch.testing.assert_close(outs[2], neck(x)[2])
     assert tuple(outs[0].shape) == (1, 16, 24, 36)

@@ -29,7 +29,8 @@ def test_an_old_path_warns_and_gives_the_same_objects(old):
     new = importlib.import_module(MOVED[old][0])
     public = [n for n, v in vars(new).items()
               if not n.startswith('_') and getattr(v, '__module__', None) == new.__name__]
-    assert public and all(getattr(module, n) is getattr(new, n) for n in public)
+    assert public
+    assert all(getattr(module, n) is getattr(new, n) for n in public)
     with pytest.raises(AttributeError, match='moved to'):
         module.no_such_name  # noqa: B018
 

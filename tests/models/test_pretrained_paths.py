@@ -8,9 +8,9 @@ import os
 import pytest
 import timm
 import torch
-from reference_models import FIXTURES  # noqa: E402
+from reference_models import FIXTURES
 
-import inline_dense.smp  # noqa: F401  (registers the models with timm and smp)
+import inline_dense.smp  # registers the models with timm and smp
 import inline_dense.timm
 from helpers import no_network_downloads
 from inline_dense import variants
@@ -120,7 +120,9 @@ def test_a_head_of_another_class_count_is_dropped_with_a_log_line(caplog):
                                   pretrained_cfg_overlay=dict(file=PVT_FILE), **pvt_arch())
     assert model.head.weight.shape[0] == 3
     line = next(r.getMessage() for r in caplog.records if 'head.weight' in r.getMessage())
-    assert 'head.weight (10,' in line and 'head.bias (10,)' in line and 'num_classes' in line
+    assert 'head.weight (10,' in line
+    assert 'head.bias (10,)' in line
+    assert 'num_classes' in line
 
 
 # ---------------------------------------------------------------- pretrained_cfg_overlay: timm's order
@@ -171,7 +173,7 @@ def test_a_state_dict_in_the_cfg_loads_through_the_strict_loader():
 
 
 # ---------------------------------------------------------------- URL schemes
-def test_file_urls_are_local_paths_and_other_schemes_are_named(tmp_path):
+def test_file_urls_are_local_paths_and_other_schemes_are_named():
     assert resolve('file://' + PVT_FILE) == PVT_FILE
     assert resolve('file://localhost' + PVT_FILE) == PVT_FILE
     timm_pvt(file='file://' + PVT_FILE)
@@ -182,13 +184,13 @@ def test_file_urls_are_local_paths_and_other_schemes_are_named(tmp_path):
 
 
 # ---------------------------------------------------------------- NaN / inf and integers, on every path
-@pytest.mark.parametrize('how, error', [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
+@pytest.mark.parametrize(('how', 'error'), [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
 def test_timm_and_build_classifier_refuse_bad_weights(tmp_path, how, error):
     path = poisoned(tmp_path, how=how)
-    with pytest.raises(error, match='patch_embed.proj.weight'):
+    with pytest.raises(error, match=r'patch_embed.proj.weight'):
         timm_pvt(file=path)
     model = InLineClassifier('pvt', num_classes=10, **pvt_arch())
-    with pytest.raises(error, match='patch_embed.proj.weight'):
+    with pytest.raises(error, match=r'patch_embed.proj.weight'):
         model.load_pretrained(path)
 
 
@@ -199,7 +201,7 @@ def test_integer_weights_are_refused_by_the_backbone_loader(tmp_path):
         load_pretrained(InLinePVT(**arch), poisoned(tmp_path, how='int'))
 
 
-@pytest.mark.parametrize('how, error', [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
+@pytest.mark.parametrize(('how', 'error'), [('nan', NonFiniteWeightsError), ('int', IntegerWeightsError)])
 def test_deploy_refuses_bad_weights(tmp_path, how, error):
     model = torch.nn.Linear(3, 2)
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -217,14 +219,17 @@ def test_errors_speak_the_callers_ecosystem(tmp_path):
     missing = str(tmp_path / 'absent.pth')
     with pytest.raises(FileNotFoundError) as timm_error:
         timm_pvt(file=missing)
-    assert 'pretrained_cfg_overlay=dict(file=' in str(timm_error.value) and 'init_cfg' not in str(timm_error.value)
+    assert 'pretrained_cfg_overlay=dict(file=' in str(timm_error.value)
+    assert 'init_cfg' not in str(timm_error.value)
     with pytest.raises(CheckpointError) as fit_error:
         timm.create_model('inline_pvt_t', pretrained=True, pretrained_cfg_overlay=dict(file=PVT_FILE))
-    assert 'pretrained=False' in str(fit_error.value) and 'init_cfg' not in str(fit_error.value)
+    assert 'pretrained=False' in str(fit_error.value)
+    assert 'init_cfg' not in str(fit_error.value)
     import segmentation_models_pytorch as smp
     with pytest.raises(FileNotFoundError) as smp_error:
         smp.FPN('tu-inline_pvt_t', encoder_weights=True, classes=2, pretrained_cfg_overlay=dict(file=missing))
-    assert 'encoder_weights=None' in str(smp_error.value) and 'init_cfg' not in str(smp_error.value)
+    assert 'encoder_weights=None' in str(smp_error.value)
+    assert 'init_cfg' not in str(smp_error.value)
     assert "smp.<Model>('tu-inline_pvt_t'" in str(smp_error.value)
 
 
@@ -235,7 +240,9 @@ def test_the_core_loader_speaks_plain_pytorch(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         load_pretrained(InLinePVT(depths=(1, 1, 1, 1)), str(tmp_path / 'absent.pth'))
     text = str(info.value)
-    assert 'init_cfg' not in text and "'inline://inline_pvt_t'" in text and 'pass none for random weights' in text
+    assert 'init_cfg' not in text
+    assert "'inline://inline_pvt_t'" in text
+    assert 'pass none for random weights' in text
 
 
 def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeypatch):
@@ -244,7 +251,8 @@ def test_a_failed_download_speaks_timms_terms_once(no_local_checkpoints, monkeyp
     with pytest.raises(DownloadError) as info:
         timm.create_model('inline_pvt_t', pretrained=True)
     text = str(info.value)
-    assert 'init_cfg' not in text and text.endswith('Or pretrained=False for random weights.')
+    assert 'init_cfg' not in text
+    assert text.endswith('Or pretrained=False for random weights.')
     assert text.count("pretrained_cfg_overlay=dict(file='/path/to/inline_pvt_t.pth')") == 1
 
 

@@ -22,7 +22,8 @@ def test_to_float32_casts_floats_and_keeps_integers():
     inst = InstanceData(bboxes=torch.ones(2, 4, dtype=torch.bfloat16), labels=torch.tensor([1, 2]),
                         scores=torch.rand(2).half())
     out = to_float32([inst])[0]
-    assert out.bboxes.dtype == torch.float32 and out.scores.dtype == torch.float32
+    assert out.bboxes.dtype == torch.float32
+    assert out.scores.dtype == torch.float32
     assert out.labels.dtype == torch.int64
 
 
@@ -70,8 +71,10 @@ def test_test_tool_amp(native, checkpoint, toy_dir, tmp_path, monkeypatch, autoc
     metrics = import_tool('test').main([CONFIG, str(checkpoint), '--amp', '--work-dir', str(tmp_path),
                                         '--out', str(preds), '--cfg-options', *quick(1),
                                         f'visualizer.name=vis_amp_{native}'])
-    assert math.isfinite(metrics['coco/bbox_mAP']) and math.isfinite(metrics['coco/segm_mAP'])
-    assert autocast_seen and all(s is native for s in autocast_seen)
+    assert math.isfinite(metrics['coco/bbox_mAP'])
+    assert math.isfinite(metrics['coco/segm_mAP'])
+    assert autocast_seen
+    assert all(s is native for s in autocast_seen)
     fallback = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[amp]')]
     assert len(fallback) == (0 if native else 1)
     with open(preds, 'rb') as f:
@@ -89,7 +92,8 @@ def test_demo_toy_amp_trains_and_evaluates_in_bf16(toy_dir, tmp_path, monkeypatc
     # every training and evaluation call under autocast; the picture (drawn after) is float32
     assert sum(autocast_seen) >= 2 * 4 + 1
     dumped = (tmp_path / Path(CONFIG).name).read_text()
-    assert 'CpuAmpOptimWrapper' in dumped and 'AmpTestLoop' in dumped
+    assert 'CpuAmpOptimWrapper' in dumped
+    assert 'AmpTestLoop' in dumped
 
 
 @pytest.mark.slow
@@ -102,17 +106,20 @@ def test_demo_toy_checkpoint_evaluates_those_weights_both_ways(checkpoint, toy_d
     demo = import_tool('demo_toy')
     opts = ['--num-pictures', '1', '--checkpoint', str(checkpoint), '--cfg-options', *quick(1)]
     fp32 = demo.main(['--work-dir', str(tmp_path / 'fp32'), *opts, 'visualizer.name=vis_demo_fp32'])
-    assert autocast_seen and not any(autocast_seen)
+    assert autocast_seen
+    assert not any(autocast_seen)
     assert not list((tmp_path / 'fp32').glob('iter_*.pth')), 'the demo trained although given --checkpoint'
     tested = import_tool('test').main([CONFIG, str(checkpoint), '--work-dir', str(tmp_path / 'test'),
                                        '--cfg-options', *quick(1), 'visualizer.name=vis_demo_ckpt'])
-    assert fp32['coco/bbox_mAP'] == tested['coco/bbox_mAP'] and fp32['coco/segm_mAP'] == tested['coco/segm_mAP']
+    assert fp32['coco/bbox_mAP'] == tested['coco/bbox_mAP']
+    assert fp32['coco/segm_mAP'] == tested['coco/segm_mAP']
     autocast_seen.clear()
     bf16 = demo.main(['--work-dir', str(tmp_path / 'bf16'), '--amp', *opts, 'visualizer.name=vis_demo_bf16'])
-    assert math.isfinite(bf16['coco/bbox_mAP']) and any(autocast_seen)
+    assert math.isfinite(bf16['coco/bbox_mAP'])
+    assert any(autocast_seen)
     assert 'AmpTestLoop' in (tmp_path / 'bf16' / Path(CONFIG).name).read_text()
 
 
 def test_demo_toy_checkpoint_that_does_not_exist_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match='--checkpoint .*no such file'):
+    with pytest.raises(SystemExit, match=r'--checkpoint .*no such file'):
         import_tool('demo_toy').main(['--checkpoint', str(tmp_path / 'missing.pth')])

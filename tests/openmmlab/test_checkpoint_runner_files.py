@@ -7,6 +7,7 @@ import pickle
 import pickletools
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from torch import nn
 
-import inline_dense.openmmlab  # noqa: F401  (installs the allow-list)
+import inline_dense.openmmlab  # installs the allow-list
 from inline_dense.openmmlab import mmengine_types
 
 needs_new_torch = pytest.mark.skipif(not mmengine_types.needs_allow_list(torch.__version__),
@@ -42,7 +43,7 @@ class TinyModel(BaseModel):
 
 
 class TinyDataset(torch.utils.data.Dataset):
-    metainfo = dict(classes=('a', 'b'), palette=[(1, 2, 3), (4, 5, 6)])
+    metainfo: ClassVar[dict] = dict(classes=('a', 'b'), palette=[(1, 2, 3), (4, 5, 6)])
 
     def __init__(self):
         gen = torch.Generator().manual_seed(0)
@@ -146,7 +147,8 @@ def test_runner_checkpoint_loads_with_weights_only(trained):
     hub = obj['message_hub']
     np.testing.assert_array_equal(hub['log_scalars']['train/loss'].data[0], trained.loss_history)
     best = hub['runtime_info']['best_score']
-    assert isinstance(best, np.float64) and best == trained.best_score
+    assert isinstance(best, np.float64)
+    assert best == trained.best_score
     # mmengine's own loader (what --resume and tools/test.py use) goes through torch.load too.
     from mmengine.runner import load_checkpoint
     model = TinyModel()
@@ -208,7 +210,7 @@ def pickled_globals(path) -> set:
 
 
 @needs_new_torch
-@pytest.mark.parametrize('payload, global_name', [
+@pytest.mark.parametrize(('payload', 'global_name'), [
     (RunsShellCommand, 'posix system'),
     (CallsEval, '__builtin__ eval'),
 ])
@@ -256,8 +258,10 @@ def test_numpy1_module_paths_load(tmp_path):
         path.write_bytes(data)
         loaded = torch.load(path)
         np.testing.assert_array_equal(loaded['array'], obj['array'])
-        assert loaded['scalar'] == obj['scalar'] and loaded['scalar'].dtype == np.float32, name
-        assert loaded['count'] == 7 and loaded['count'].dtype == np.int64, name
+        assert loaded['scalar'] == obj['scalar'], name
+        assert loaded['scalar'].dtype == np.float32, name
+        assert loaded['count'] == 7, name
+        assert loaded['count'].dtype == np.int64, name
 
 
 def test_allow_list_is_idempotent_and_narrow():
@@ -272,10 +276,11 @@ def test_allow_list_is_idempotent_and_narrow():
     assert not {'builtins.eval', 'builtins.exec', 'builtins.__import__', 'builtins.open'} & names
     getattr_entry = [e for e in mmengine_types.mmengine_safe_globals() if isinstance(e, tuple)
                      and e[1] == 'builtins.getattr']
-    assert getattr_entry and getattr_entry[0][0] is not getattr
+    assert getattr_entry
+    assert getattr_entry[0][0] is not getattr
 
 
-@pytest.mark.parametrize('version, expected', [
+@pytest.mark.parametrize(('version', 'expected'), [
     ('2.1.2', False), ('2.5.1+cpu', False), ('2.6.0', True), ('2.6.0a0+git1234', True),
     ('2.14.7', True), ('3.0.0', True)])
 def test_needs_allow_list_only_from_torch_2_6(version, expected):

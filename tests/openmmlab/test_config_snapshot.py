@@ -20,8 +20,9 @@ in ``custom_imports``, its order included, still fails.
 """
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ ADDED_HELPERS = {
 RENAMED_IMPORTS = {'inline_dense': 'inline_dense.openmmlab'}  # the OpenMMLab adapter module
 
 
-def with_renamed_imports(config: Dict[str, Any]) -> Dict[str, Any]:
+def with_renamed_imports(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` (snapshot data) with ``custom_imports.imports`` renamed by ``RENAMED_IMPORTS``."""
     imports = config.get('custom_imports', {}).get('imports')
     if not isinstance(imports, list):
@@ -62,7 +63,7 @@ def plain(value: Any) -> Any:
     raise TypeError(f'{type(value).__name__} in a config: the snapshot stores JSON data only')
 
 
-def merged(path: Path) -> Dict[str, Any]:
+def merged(path: Path) -> dict[str, Any]:
     """The merged config as JSON data (read once per session with test_configs, helpers.load_config)."""
     return plain(load_config(path).to_dict())
 
@@ -79,7 +80,7 @@ def differences(old: Any, new: Any, where: str = '') -> Iterator[str]:
         yield f'{where}: {json.dumps(old)} -> {json.dumps(new)}'
 
 
-def load_snapshot() -> Dict[str, Any]:
+def load_snapshot() -> dict[str, Any]:
     return json.loads(SNAPSHOT.read_text())
 
 
@@ -91,7 +92,7 @@ def test_snapshot_covers_every_config():
 def test_merged_config_is_unchanged(path: Path):
     old = with_renamed_imports(load_snapshot()[str(path.relative_to(CONFIG_ROOT))])
     new = {k: v for k, v in merged(path).items() if k in old or k not in ADDED_HELPERS}
-    changed: List[str] = list(differences(old, new))
+    changed: list[str] = list(differences(old, new))
     assert not changed, f'{path.relative_to(ROOT)} merges to other settings than the snapshot:\n' + '\n'.join(changed)
 
 

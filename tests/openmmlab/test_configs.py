@@ -10,7 +10,6 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 import torch
@@ -163,7 +162,8 @@ def test_recipe(path: Path):
         assert cfg.model.neck.in_channels == channels
     elif info['model'] == 'retinanet':  # the stride-4 map is not used: not returned either
         assert tuple(backbone.out_indices) == (1, 2, 3)
-        assert cfg.model.neck.in_channels == channels[1:] and cfg.model.neck.start_level == 0
+        assert cfg.model.neck.in_channels == channels[1:]
+        assert cfg.model.neck.start_level == 0
     else:
         assert cfg.model.decode_head.in_channels == channels
         assert cfg.model.auxiliary_head.in_channels == channels[2]
@@ -216,7 +216,7 @@ def test_config_survives_dump(path: Path, tmp_path: Path):
     assert again.optim_wrapper.to_dict() == cfg.optim_wrapper.to_dict()
 
 
-def _inputs(model: torch.nn.Module, scope: str, hw=(64, 96)) -> Dict[str, object]:
+def _inputs(model: torch.nn.Module, scope: str, hw=(64, 96)) -> dict[str, object]:
     """One uint8 image with its data sample, through the model's data preprocessor."""
     img = torch.randint(0, 256, (3, *hw), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     meta = dict(img_shape=hw, ori_shape=hw, scale_factor=(1.0, 1.0))
@@ -249,17 +249,19 @@ def test_builds_and_predicts(path: Path):
     assert len(results) == 1
     if cfg.default_scope == 'mmdet':
         pred = results[0].pred_instances
-        assert pred.bboxes.ndim == 2 and pred.bboxes.shape[1] == 4
+        assert pred.bboxes.ndim == 2
+        assert pred.bboxes.shape[1] == 4
         assert len(pred.scores) == len(pred.labels) == len(pred.bboxes)
         if info['model'] in ('mask-rcnn', 'cascade-mask-rcnn'):
             assert pred.masks.shape[1:] == (64, 96)
     else:
         seg = results[0].pred_sem_seg.data
         assert seg.shape == (1, 64, 96)
-        assert 0 <= int(seg.min()) and int(seg.max()) < 150
+        assert int(seg.min()) >= 0
+        assert int(seg.max()) < 150
 
 
-def _decay_of(cfg: Config, model: torch.nn.Module) -> Dict[str, float]:
+def _decay_of(cfg: Config, model: torch.nn.Module) -> dict[str, float]:
     """Weight decay each backbone parameter gets from the config's optimizer wrapper."""
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     decay = {}
@@ -284,7 +286,8 @@ def test_no_weight_decay_on_norms_and_position_parameters(path: Path):
     assert all(any(k in n for n in exempt) for k in kinds), sorted(exempt)
     assert set(exempt.values()) == {0.0}
     wd = cfg.optim_wrapper.optimizer.weight_decay
-    assert decayed and all(d == pytest.approx(wd) for d in decayed.values())
+    assert decayed
+    assert all(d == pytest.approx(wd) for d in decayed.values())
 
 
 # One config per backbone variant, for the checkpoint tests.
@@ -317,7 +320,7 @@ def test_missing_checkpoint_names_the_path(path: Path, tmp_path: Path, monkeypat
     assert "backbone's init_cfg.checkpoint" in message  # it says how to point elsewhere
 
 
-def _parse_cfg_options(argv: List[str]) -> dict:
+def _parse_cfg_options(argv: list[str]) -> dict:
     """The ``--cfg-options`` handling of mmdet's / mmseg's / our train.py."""
     parser = argparse.ArgumentParser()
     parser.add_argument('--cfg-options', nargs='+', action=DictAction)

@@ -23,7 +23,7 @@ M2F_ADE_TOY = str(TOY / 'mask2former_inline-swin-mini_toy-ade.py')
 CLASSES = ('circle', 'square', 'triangle')
 
 
-@pytest.mark.parametrize('config, option, number', [
+@pytest.mark.parametrize(('config', 'option', 'number'), [
     (RETINANET_TOY, 'model.bbox_head.num_classes', 2),
     (RETINANET_TOY, 'model.bbox_head.num_classes', 4),
     (MASK_RCNN_TOY, 'model.roi_head.mask_head.num_classes', 2),
@@ -59,7 +59,7 @@ def _m2f_config(path, **edits):
     return cfg
 
 
-@pytest.mark.parametrize('head, things', [('panoptic_head', 2), ('panoptic_head', 5), ('panoptic_fusion_head', 4)])
+@pytest.mark.parametrize(('head', 'things'), [('panoptic_head', 2), ('panoptic_head', 5), ('panoptic_fusion_head', 4)])
 def test_mask2former_thing_counts_that_do_not_fit_the_dataset_are_refused(head, things):
     num = things
     weights = [1.0] * num + [0.1]
@@ -82,7 +82,7 @@ def test_mask2former_stuff_classes_on_an_instance_dataset_are_refused():
         check_dataset_and_heads(cfg, ('train_dataloader',))
 
 
-@pytest.mark.parametrize('config, head, named', [
+@pytest.mark.parametrize(('config', 'head', 'named'), [
     (M2F_COCO_TOY, 'panoptic_head', '3 + 0 classes (num_things_classes + num_stuff_classes)'),
     (M2F_ADE_TOY, 'decode_head', '5 classes (num_classes)'),
 ])
@@ -165,7 +165,7 @@ def test_some_degenerate_boxes_are_counted(coco_copy):
 
 
 def test_all_degenerate_boxes_are_refused(coco_copy, load_tool, tmp_path):
-    cfg, edit = coco_copy
+    _cfg, edit = coco_copy
 
     def flatten(anns):
         for ann in anns:

@@ -43,30 +43,35 @@ def seg():
     return MMSegInferencer(model=SEG, weights=None, device='cpu')
 
 
-@pytest.mark.parametrize('height, width', [(17, 5000), (5000, 17)])
+@pytest.mark.parametrize(('height', 'width'), [(17, 5000), (5000, 17)])
 def test_a_very_thin_picture_is_detected_on(det, tmp_path, one_thread, height, width):
     image = picture(tmp_path / 'thin.png', height, width)
     result = det(image, out_dir=str(tmp_path / 'out'), return_vis=True, pred_score_thr=0.0)
-    assert len(result['predictions']) == 1 and result['visualization'][0].shape[:2] == (height, width)
+    assert len(result['predictions']) == 1
+    assert result['visualization'][0].shape[:2] == (height, width)
     boxes = np.array(result['predictions'][0]['bboxes']).reshape(-1, 4)
-    assert len(boxes) and np.isfinite(boxes).all()
-    assert (boxes[:, [0, 2]] <= width + 1).all() and (boxes[:, [1, 3]] <= height + 1).all()
+    assert len(boxes)
+    assert np.isfinite(boxes).all()
+    assert (boxes[:, [0, 2]] <= width + 1).all()
+    assert (boxes[:, [1, 3]] <= height + 1).all()
 
 
 def test_a_very_thin_picture_is_segmented(seg, tmp_path, one_thread):
     image = picture(tmp_path / 'thin.png', 17, 5000)
     result = seg(image, out_dir=str(tmp_path / 'out'), return_vis=True)
-    assert result['predictions'].shape == (17, 5000) and result['visualization'].shape[:2] == (17, 5000)
+    assert result['predictions'].shape == (17, 5000)
+    assert result['visualization'].shape[:2] == (17, 5000)
 
 
 def test_a_one_pixel_picture_is_drawn_by_mmsegs_visualizer(seg, tmp_path, one_thread):
     image = picture(tmp_path / 'one.png', 1, 1)
     result = seg(image, out_dir=str(tmp_path / 'out'), return_vis=True)
-    assert result['predictions'].shape == (1, 1) and result['visualization'].shape == (1, 1, 3)
+    assert result['predictions'].shape == (1, 1)
+    assert result['visualization'].shape == (1, 1, 3)
     assert (tmp_path / 'out' / 'vis' / 'one.png').is_file()
 
 
-@pytest.mark.parametrize('content, words', [(b'', 'is empty (0 bytes)'),
+@pytest.mark.parametrize(('content', 'words'), [(b'', 'is empty (0 bytes)'),
                                             (b'\xff\xd8\xff\xe0 not really a jpeg', 'holds 22 bytes')])
 def test_an_unreadable_image_file_is_one_line(det, seg, tmp_path, content, words):
     path = tmp_path / 'broken.jpg'
@@ -75,7 +80,10 @@ def test_an_unreadable_image_file_is_one_line(det, seg, tmp_path, content, words
         with pytest.raises(UnreadableImageError) as info:
             inferencer(str(path), out_dir=str(tmp_path / 'out'))
         text = str(info.value)
-        assert '\n' not in text and str(path) in text and words in text and 'save the picture again' in text
+        assert '\n' not in text
+        assert str(path) in text
+        assert words in text
+        assert 'save the picture again' in text
 
 
 def test_other_loading_failures_keep_their_own_error(tmp_path):
@@ -83,6 +91,6 @@ def test_other_loading_failures_keep_their_own_error(tmp_path):
     from mmcv.transforms import LoadImageFromFile
     image = picture(tmp_path / 'fine.png', 8, 8)
     loader = LoadImageFromFile(color_type='no-such-flag')
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception) as info:  # noqa: PT011 (whatever mmcv raises, as long as it is not ours)
         loader.transform(dict(img_path=image))
     assert not isinstance(info.value, UnreadableImageError)

@@ -18,7 +18,6 @@ resumes and tests in ``test_toy_e2e``.
 """
 import functools
 from pathlib import Path
-from typing import List
 
 import numpy as np
 import pytest
@@ -41,14 +40,14 @@ REAL_CONFIGS = [
 pytestmark = pytest.mark.usefixtures('one_thread')
 
 
-def quick_options(max_iters: int) -> List[str]:
+def quick_options(max_iters: int) -> list[str]:
     opts = [f'train_cfg.max_iters={max_iters}', 'val_cfg=None', 'val_dataloader=None', 'val_evaluator=None',
             'train_dataloader.batch_size=2', 'default_hooks.checkpoint.interval=1', 'randomness.seed=0']
     return opts + [f'{d}.{k}' for d in ('train_dataloader', 'test_dataloader')
                    for k in ('num_workers=0', 'persistent_workers=False')]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def task_of(config: Path) -> str:
     return load_config(config).get('default_scope', 'mmdet')
 
@@ -63,7 +62,7 @@ def own_picture(path: Path, height: int = 90, width: int = 140) -> str:
     return str(path)
 
 
-def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path, model_cfg=None) -> list:
+def run_inferencer(config: Path, weights: str, images: list[str], out_dir: Path, model_cfg=None) -> list:
     """Runs the task's inferencer (on ``model_cfg`` if given, else the config file); checks its
     predictions and the files it writes."""
     model = model_cfg if model_cfg is not None else str(config)
@@ -77,7 +76,8 @@ def run_inferencer(config: Path, weights: str, images: List[str], out_dir: Path,
     predictions, visualization = results['predictions'], results['visualization']
     if len(images) == 1 and task_of(config) == 'mmseg':  # MMSegInferencer unwraps a single result
         predictions, visualization = [predictions], [visualization]
-    assert len(predictions) == len(images) and len(visualization) == len(images)
+    assert len(predictions) == len(images)
+    assert len(visualization) == len(images)
     import cv2
     for image, pred, vis in zip(images, predictions, visualization):
         height, width = cv2.imread(image).shape[:2]

@@ -46,7 +46,8 @@ def test_mmdet_retinanet_from_installed_config(det_models, tmp_path):
     # init_cfg=None: no download of ImageNet weights
     cfg = config_inheriting(tmp_path, 'mmdet::retinanet/retinanet_r18_fpn_1x_coco.py',
                             'model = dict(backbone=dict(init_cfg=None))')
-    assert cfg.model.backbone.depth == 18 and cfg.model.backbone.init_cfg is None
+    assert cfg.model.backbone.depth == 18
+    assert cfg.model.backbone.init_cfg is None
     with DefaultScope.overwrite_default_scope('mmdet'):
         model = det_models.build(cfg.model).eval()
 
@@ -66,8 +67,10 @@ def test_mmdet_retinanet_from_installed_config(det_models, tmp_path):
     with torch.no_grad():
         result = model.predict(x, [sample])[0].pred_instances
     assert len(result.bboxes) <= cfg.model.test_cfg.max_per_img
-    assert result.bboxes.shape[1:] == (4,) and len(result.scores) == len(result.labels) == len(result.bboxes)
-    assert (result.bboxes >= 0).all() and (result.bboxes <= size).all()
+    assert result.bboxes.shape[1:] == (4,)
+    assert len(result.scores) == len(result.labels) == len(result.bboxes)
+    assert (result.bboxes >= 0).all()
+    assert (result.bboxes <= size).all()
 
 
 def test_mmseg_pspnet_from_installed_config(seg_models, tmp_path):
@@ -75,7 +78,8 @@ def test_mmseg_pspnet_from_installed_config(seg_models, tmp_path):
     # pretrained=None: no download of ImageNet weights
     cfg = config_inheriting(tmp_path, 'mmseg::pspnet/pspnet_r18-d8_4xb4-80k_loveda-512x512.py',
                             'model = dict(pretrained=None, data_preprocessor=None)')
-    assert cfg.model.backbone.depth == 18 and cfg.model.pretrained is None
+    assert cfg.model.backbone.depth == 18
+    assert cfg.model.pretrained is None
     with DefaultScope.overwrite_default_scope('mmseg'):
         model = seg_models.build(cfg.model).eval()
 

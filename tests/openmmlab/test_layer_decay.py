@@ -52,7 +52,7 @@ def test_groups_lrs_and_weight_decay():
     assert len(optimizer.param_groups) == 2 * (DEPTH + 2)
 
 
-@pytest.mark.parametrize('paramwise, match', [
+@pytest.mark.parametrize(('paramwise', 'match'), [
     (dict(decay_rate=1.5), r'decay_rate=\.\.\.\) must be a number in \(0, 1\]'),
     (dict(), 'must be a number'),
     (dict(decay_rate=0.7, custom_keys={}), "remove \\['custom_keys'\\]"),
@@ -66,9 +66,9 @@ def test_wrong_settings_in_one_line(paramwise, match):
 
 def test_backbone_without_blocks_is_refused():
     model = Detector(nn.Conv2d(3, 16, 3))
-    with pytest.raises(ValueError, match="not a plain ViT.*type='InLineDeiT'"):
+    with pytest.raises(ValueError, match=r"not a plain ViT.*type='InLineDeiT'"):
         build_optim_wrapper(model, optim_cfg(decay_rate=0.7))
-    with pytest.raises(ValueError, match='has no .backbone'):
+    with pytest.raises(ValueError, match=r'has no .backbone'):
         build_optim_wrapper(nn.Linear(2, 2), optim_cfg(decay_rate=0.7))
 
 

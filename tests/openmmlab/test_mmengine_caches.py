@@ -23,14 +23,16 @@ def cache_of_this_mmengine(name):
 
 
 def test_the_caches_are_installed_and_keep_the_originals():
-    assert mmengine_caches.INSTALLED['metainfo'] and mmengine_caches.INSTALLED['gc']  # both stacks have these
+    assert mmengine_caches.INSTALLED['metainfo']
+    assert mmengine_caches.INSTALLED['gc']  # both stacks have these
     patched = [config_utils.load, config_utils._get_cfg_metainfo]
     if mmengine_caches.INSTALLED['format']:
         patched.append(config_module.FormatCode)
     else:  # not installed only where this mmengine has no module-level FormatCode
         assert not hasattr(config_module, 'FormatCode')
     for function in patched:
-        assert hasattr(function, '__wrapped__') and function is not function.__wrapped__
+        assert hasattr(function, '__wrapped__')
+        assert function is not function.__wrapped__
     assert base_dataset.gc is mmengine_caches.YoungGenerations
 
 

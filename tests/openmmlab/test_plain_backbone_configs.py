@@ -68,19 +68,22 @@ def test_vitdet_recipe(path):
     assert cfg.optim_wrapper.paramwise_cfg == dict(decay_rate=0.7)
     opt = cfg.optim_wrapper.optimizer
     assert (opt.type, opt.lr, opt.weight_decay) == ('AdamW', 1e-4, 0.1)
-    assert cfg.train_cfg.max_iters == 184375 and cfg.auto_scale_lr.base_batch_size == 64
+    assert cfg.train_cfg.max_iters == 184375
+    assert cfg.auto_scale_lr.base_batch_size == 64
     assert cfg.train_dataloader.batch_size == 4
-    milestones = [s for s in cfg.param_scheduler if s.type == 'MultiStepLR'][0].milestones
+    milestones = next(s for s in cfg.param_scheduler if s.type == 'MultiStepLR').milestones
     assert milestones == [163889, 177546]
     pipeline = cfg.train_dataloader.dataset.dataset.pipeline
-    resize = [t for t in pipeline if t.type == 'RandomResize'][0]
+    resize = next(t for t in pipeline if t.type == 'RandomResize')
     assert (tuple(resize.scale), tuple(resize.ratio_range)) == ((1024, 1024), (0.1, 2.0))
     assert cfg.model.data_preprocessor.batch_augments[0].size == (1024, 1024)
     if path.stem.startswith('mask-rcnn'):
-        assert cfg.model.type == 'MaskRCNN' and cfg.model.rpn_head.num_convs == 2
+        assert cfg.model.type == 'MaskRCNN'
+        assert cfg.model.rpn_head.num_convs == 2
         assert cfg.model.roi_head.bbox_head.type == 'Shared4Conv1FCBBoxHead'
     else:
-        assert cfg.model.type == 'RetinaNet' and cfg.val_evaluator.metric == 'bbox'
+        assert cfg.model.type == 'RetinaNet'
+        assert cfg.val_evaluator.metric == 'bbox'
         assert cfg.model.bbox_head.anchor_generator.strides == [4, 8, 16, 32, 64]
     assert [h.type for h in cfg.custom_hooks] == ['InLinePaddingMaskHook', 'DeterministicResumeHook']
     assert cfg.default_hooks.checkpoint.type == 'AtomicCheckpointHook'
@@ -92,11 +95,15 @@ def test_upernet_recipe(path):
     backbone, width = cfg.model.backbone, WIDTH[size_of(path)]
     assert (backbone.type, backbone.arch, tuple(backbone.out_indices)) == ('InLineDeiT', ARCH[s], (2, 5, 8, 11))
     assert (backbone.with_cls_token, backbone.drop_path_rate) == (True, 0.1)
-    assert cfg.model.neck.type == 'MultiLevelNeck' and cfg.model.neck.scales == [4, 2, 1, 0.5]
-    assert cfg.model.neck.in_channels == [width] * 4 and cfg.model.neck.out_channels == width
-    assert cfg.model.decode_head.in_channels == [width] * 4 and cfg.model.auxiliary_head.in_channels == width
+    assert cfg.model.neck.type == 'MultiLevelNeck'
+    assert cfg.model.neck.scales == [4, 2, 1, 0.5]
+    assert cfg.model.neck.in_channels == [width] * 4
+    assert cfg.model.neck.out_channels == width
+    assert cfg.model.decode_head.in_channels == [width] * 4
+    assert cfg.model.auxiliary_head.in_channels == width
     opt = cfg.optim_wrapper.optimizer
-    assert (opt.lr, opt.weight_decay) == (6e-5, 0.01) and cfg.train_cfg.max_iters == 160000
+    assert (opt.lr, opt.weight_decay) == (6e-5, 0.01)
+    assert cfg.train_cfg.max_iters == 160000
     assert set(cfg.optim_wrapper.paramwise_cfg.custom_keys) >= {'norm', 'pos_embed', 'cls_token'}
 
 
@@ -124,12 +131,15 @@ def test_builds_and_predicts(path):
     assert len(results) == 1
     if cfg.default_scope == 'mmdet':
         pred = results[0].pred_instances
-        assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.bboxes)
+        assert pred.bboxes.shape[1] == 4
+        assert len(pred.scores) == len(pred.bboxes)
         if path.stem.startswith('mask-rcnn'):
             assert pred.masks.shape[1:] == HW
     else:
         seg = results[0].pred_sem_seg.data
-        assert seg.shape == (1, *HW) and 0 <= int(seg.min()) and int(seg.max()) < 150
+        assert seg.shape == (1, *HW)
+        assert int(seg.min()) >= 0
+        assert int(seg.max()) < 150
 
 
 def _train_batch(model, scope):
@@ -164,8 +174,10 @@ def test_one_training_step(path):
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     before = model.backbone.patch_embed.proj.weight.detach().clone()
     losses = model.train_step(_train_batch(model, cfg.default_scope), wrapper)
-    assert losses and all(torch.isfinite(v) for v in losses.values())
+    assert losses
+    assert all(torch.isfinite(v) for v in losses.values())
     assert not torch.equal(model.backbone.patch_embed.proj.weight, before)
     if path in VITDET:  # the stem's lr: 0.7 ** 3 with two blocks
         lrs = {g['lr'] for g in wrapper.optimizer.param_groups}
-        assert min(lrs) == pytest.approx(1e-4 * 0.7 ** 3) and max(lrs) == pytest.approx(1e-4)
+        assert min(lrs) == pytest.approx(1e-4 * 0.7 ** 3)
+        assert max(lrs) == pytest.approx(1e-4)

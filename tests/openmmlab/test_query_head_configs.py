@@ -36,27 +36,33 @@ def test_recipe(path: Path):
     cfg = load_config(path)
     kind, size = _variant(path)
     backbone = cfg.model.backbone
-    assert backbone.type == {'swin': 'InLineSwin', 'cswin': 'InLineCSwin'}[kind] and backbone.arch == SIZES[size]
+    assert backbone.type == {'swin': 'InLineSwin', 'cswin': 'InLineCSwin'}[kind]
+    assert backbone.arch == SIZES[size]
     assert backbone.init_cfg == dict(type='Pretrained', checkpoint=f'inline://inline_{kind}_{size}')
     assert cfg.custom_imports.imports[0] == 'inline_dense.openmmlab'
     assert [h.type for h in cfg.custom_hooks] == ['InLinePaddingMaskHook', 'DeterministicResumeHook']
     assert cfg.default_hooks.checkpoint.type == 'AtomicCheckpointHook'
     keys = cfg.optim_wrapper.paramwise_cfg.custom_keys
-    assert keys['backbone'].lr_mult == 0.1 and keys['backbone.stages.2.blocks.28.norm'].decay_mult == 0.0
+    assert keys['backbone'].lr_mult == 0.1
+    assert keys['backbone.stages.2.blocks.28.norm'].decay_mult == 0.0
     channels = CHANNELS[(kind, size)]
     opt = cfg.optim_wrapper.optimizer
     if path.stem.startswith('dino'):
-        assert tuple(backbone.out_indices) == (1, 2, 3) and cfg.model.neck.in_channels == channels[1:]
-        assert cfg.model.neck.num_outs == 4 and cfg.model.type == 'DINO'
+        assert tuple(backbone.out_indices) == (1, 2, 3)
+        assert cfg.model.neck.in_channels == channels[1:]
+        assert cfg.model.neck.num_outs == 4
+        assert cfg.model.type == 'DINO'
         assert (opt.lr, opt.weight_decay) == (1e-4, 1e-4)
         epochs = 12 if '12e' in path.stem else 24
         assert cfg.train_cfg.max_epochs == epochs
         assert cfg.param_scheduler[0].milestones == ([11] if epochs == 12 else [20])
     elif path.stem.endswith('coco'):
-        assert cfg.model.panoptic_head.in_channels == channels and cfg.model.type == 'Mask2Former'
+        assert cfg.model.panoptic_head.in_channels == channels
+        assert cfg.model.type == 'Mask2Former'
         assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters) == (1e-4, 0.05, 368750)
     else:
-        assert cfg.model.decode_head.in_channels == channels and cfg.model.decode_head.num_classes == 150
+        assert cfg.model.decode_head.in_channels == channels
+        assert cfg.model.decode_head.num_classes == 150
         assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters, cfg.crop_size) == (1e-4, 0.05, 160000, (512, 512))
     assert cfg.train_dataloader.batch_size == 2
 
@@ -115,10 +121,13 @@ def test_builds_and_predicts(path: Path):
     assert len(results) == 1
     if cfg.default_scope == 'mmdet':
         pred = results[0].pred_instances
-        assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.bboxes)
+        assert pred.bboxes.shape[1] == 4
+        assert len(pred.scores) == len(pred.bboxes)
     else:
         seg = results[0].pred_sem_seg.data
-        assert seg.shape == (1, 64, 96) and 0 <= int(seg.min()) and int(seg.max()) < 150
+        assert seg.shape == (1, 64, 96)
+        assert int(seg.min()) >= 0
+        assert int(seg.max()) < 150
 
 
 @pytest.mark.parametrize('name', ['dino/dino-4scale_inline-swin-t_8xb2-12e_coco.py',

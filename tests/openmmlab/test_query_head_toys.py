@@ -9,7 +9,6 @@ detectors train 40-60 iterations on the tiny toy data, and their loss must fall 
 import math
 import re
 from pathlib import Path
-from typing import List
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ TRAIN_LOADER, TEST_LOADER = ([f'{loader}.num_workers=0', f'{loader}.persistent_w
                              for loader in ('train_dataloader', 'test_dataloader'))
 
 
-def chance_miou(label_maps: List[np.ndarray], ignore: int = 255) -> float:
+def chance_miou(label_maps: list[np.ndarray], ignore: int = 255) -> float:
     """The better of two guessers that never look at the image, as a fraction: a uniformly random
     class for each pixel (expected IoU of class c: n_c / (N + (K - 1) n_c), N labelled pixels,
     K classes), and the most frequent class everywhere (its IoU: its share; the others: 0)."""
@@ -44,7 +43,7 @@ def test_chance_miou_of_known_maps():
     assert math.isclose(chance_miou([skewed]), max((6 / 13 + 1 / 8) / 2, 6 / 7 / 2))  # the majority's
 
 
-def train_losses(work_dir: Path) -> List[float]:
+def train_losses(work_dir: Path) -> list[float]:
     """The total loss of every logged iteration, from the run's log (the visualizer's scalars.json
     goes to the first run's folder when runs share a process: mmengine keeps one visualizer)."""
     log = next(work_dir.glob('*/*.log')).read_text()
@@ -74,7 +73,7 @@ def test_the_full_mask2former_semantic_toy_run_beats_chance(tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('config, iters', [('dino-4scale_inline-swin-mini_toy-coco.py', 60),
+@pytest.mark.parametrize(('config', 'iters'), [('dino-4scale_inline-swin-mini_toy-coco.py', 60),
                                            ('mask2former_inline-swin-mini_toy-coco.py', 40)])
 def test_the_detectors_loss_falls_in_a_short_run(config, iters, toy_dir, tmp_path, monkeypatch):
     """The first ``iters`` iterations of the toy schedule (batch 2): the mean total loss of the
@@ -86,6 +85,7 @@ def test_the_detectors_loss_falls_in_a_short_run(config, iters, toy_dir, tmp_pat
                f'default_hooks.checkpoint.interval={iters}', 'randomness.seed=0', *TRAIN_LOADER]
     train.main([str(TOY / config), '--work-dir', str(tmp_path), '--cfg-options', *options])
     losses = train_losses(tmp_path)
-    assert len(losses) == iters and all(map(math.isfinite, losses))
+    assert len(losses) == iters
+    assert all(map(math.isfinite, losses))
     first, last = np.mean(losses[:5]), np.mean(losses[-5:])
     assert last <= 0.85 * first, f'the loss went from {first:.2f} to {last:.2f} in {iters} iterations'

@@ -35,7 +35,8 @@ def test_the_main_job_starts_without_warnings(tmp_path):
     code = main_job_start(tmp_path / 'work')
     res = subprocess.run([sys.executable, '-W', 'default', '-c', code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
-    assert res.returncode == 0 and 'started' in res.stdout, res.stderr[-3000:]
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert 'started' in res.stdout, res.stderr[-3000:]
     noise = [line for line in res.stderr.splitlines() if 'Warning:' in line]
     assert not noise, '\n'.join(noise)
 

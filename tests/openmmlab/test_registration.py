@@ -7,7 +7,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -58,7 +57,7 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-def probe(order: List[str]) -> Dict[str, dict]:
+def probe(order: list[str]) -> dict[str, dict]:
     done = subprocess.run([sys.executable, '-c', PROBE, json.dumps(OURS), *order], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -66,7 +65,7 @@ def probe(order: List[str]) -> Dict[str, dict]:
 
 
 @pytest.fixture(scope='module')
-def mmdet_first() -> Dict[str, dict]:
+def mmdet_first() -> dict[str, dict]:
     return probe(['inline_dense.openmmlab', 'mmdet.registry', 'mmseg.registry'])
 
 
@@ -77,8 +76,9 @@ def test_every_name_is_found_from_every_registry(mmdet_first):
         for registry, names in OURS.items():
             for name in names:
                 found = state[f'{module}.{registry}:{name}']
-                assert found is not None and found.startswith('inline_dense.') and found.endswith(f'.{name}'), \
-                    (module, registry, name, found)
+                assert found is not None, (module, registry, name, found)
+                assert found.startswith('inline_dense.'), (module, registry, name, found)
+                assert found.endswith(f'.{name}'), (module, registry, name, found)
     assert state['CheckpointLoader:inline://'] is not None
     assert any(g.startswith('mmengine.') for g in state['safe_globals']), state['safe_globals']
 
@@ -109,5 +109,6 @@ def test_a_name_someone_else_registered_is_not_overwritten():
     ''')
     done = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert 'refused:' in done.stdout and 'InLineSwin is already registered' in done.stdout, done.stdout
+    assert 'refused:' in done.stdout, done.stdout
+    assert 'InLineSwin is already registered' in done.stdout, done.stdout
     assert 'kept: __main__' in done.stdout, done.stdout

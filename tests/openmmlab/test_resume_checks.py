@@ -51,28 +51,33 @@ def run_copy(trained, tmp_path, monkeypatch):
 
 def train(load_tool, work, *options, resume='--resume'):
     args = [RETINANET_TOY, '--work-dir', str(work)] + ([resume] if resume else [])
-    load_tool('train').main(args + ['--cfg-options', *SHORT, *options])
+    load_tool('train').main([*args, '--cfg-options', *SHORT, *options])
 
 
 def test_changed_optimizer_and_schedule_are_refused(run_copy, load_tool):
     with pytest.raises(ResumeError) as info:
         train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.0001', 'param_scheduler.0.end=10')
     message = str(info.value)
-    assert 'optim_wrapper.optimizer.lr: 0.001 -> 0.0001' in message and 'param_scheduler' in message
-    assert 'old values would win' in message and f'load_from={run_copy / "iter_2.pth"} without --resume' in message
-    assert not list(run_copy.glob('iter_3.pth')) and (run_copy / 'last_checkpoint').read_text().endswith('iter_2.pth')
+    assert 'optim_wrapper.optimizer.lr: 0.001 -> 0.0001' in message
+    assert 'param_scheduler' in message
+    assert 'old values would win' in message
+    assert f'load_from={run_copy / "iter_2.pth"} without --resume' in message
+    assert not list(run_copy.glob('iter_3.pth'))
+    assert (run_copy / 'last_checkpoint').read_text().endswith('iter_2.pth')
 
 
 def test_changed_batch_and_length_are_warned_and_recorded_as_run(run_copy, load_tool):
-    with pytest.warns(UserWarning) as record:
+    with pytest.warns(UserWarning, match='settings changed') as record:
         train(load_tool, run_copy, 'train_cfg.max_iters=3', 'default_hooks.checkpoint.interval=3',
               'train_dataloader.batch_size=1')
     message = next(str(w.message) for w in record if 'settings changed' in str(w.message))
-    assert 'train_cfg.max_iters: 2 -> 3' in message and 'train_dataloader.batch_size: 2 -> 1' in message
+    assert 'train_cfg.max_iters: 2 -> 3' in message
+    assert 'train_dataloader.batch_size: 2 -> 1' in message
     assert 'the new values apply' in message
     saved = torch.load(run_copy / 'iter_3.pth', map_location='cpu', weights_only=False)
     cfg = Config.fromstring(saved['meta']['cfg'], '.py')
-    assert cfg.train_dataloader.batch_size == 1 and cfg.train_cfg.max_iters == 3
+    assert cfg.train_dataloader.batch_size == 1
+    assert cfg.train_cfg.max_iters == 3
     assert saved['meta']['iter'] == 3  # resumed at 2, ran one more iteration
     dumped = Config.fromfile(str(run_copy / Path(RETINANET_TOY).name))
     assert dumped.train_dataloader.batch_size == 1
@@ -124,17 +129,18 @@ def test_files_that_cannot_be_resumed_are_refused_in_one_line(kind, run_copy, tm
                                  '--cfg-options', *SHORT])
     advice = {'empty': '--resume alone.', 'truncated': '--resume alone.', 'missing': 'in the work dir.',
               'authors': f'--cfg-options load_from={path} without --resume.'}[kind]
-    assert str(info.value).endswith(advice) and '\n' not in str(info.value)
+    assert str(info.value).endswith(advice)
+    assert '\n' not in str(info.value)
 
 
 def test_another_models_checkpoint_is_refused(run_copy, load_tool):
-    with pytest.raises(ResumeError, match='trained for a RetinaNet model .* this config builds a MaskRCNN'):
+    with pytest.raises(ResumeError, match=r'trained for a RetinaNet model .* this config builds a MaskRCNN'):
         load_tool('train').main([MASK_RCNN_TOY, '--work-dir', str(run_copy), '--resume',
                                  str(run_copy / 'iter_2.pth'), '--cfg-options', *SHORT])
 
 
 def test_weights_that_no_longer_fit_are_refused_before_the_optimizer(run_copy, load_tool):
-    with pytest.raises(CheckpointMismatch, match='--resume .*iter_2.pth does not fit RetinaNet'):
+    with pytest.raises(CheckpointMismatch, match=r'--resume .*iter_2.pth does not fit RetinaNet'):
         train(load_tool, run_copy, 'model.bbox_head.feat_channels=32')
 
 
@@ -152,7 +158,7 @@ def test_a_truncated_newest_checkpoint_falls_back_and_is_checked_too(run_copy, l
     data = (run_copy / 'iter_2.pth').read_bytes()
     (run_copy / 'iter_4.pth').write_bytes(data[:len(data) // 3])
     (run_copy / 'last_checkpoint').write_text(str(run_copy / 'iter_4.pth'))
-    with pytest.warns(UserWarning, match=r'iter_4.pth, which is missing or truncated; resuming from .*iter_2.pth'):
-        with pytest.raises(ResumeError, match=r'--resume .*iter_2.pth: these settings differ .* '
-                                              r'optim_wrapper.optimizer.lr: 0.001 -> 0.002'):
-            train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.002')
+    with (pytest.warns(UserWarning, match=r'iter_4.pth, which is missing or truncated; resuming from .*iter_2.pth'),
+          pytest.raises(ResumeError, match=r'--resume .*iter_2.pth: these settings differ .* '
+                                           r'optim_wrapper.optimizer.lr: 0.001 -> 0.002')):
+        train(load_tool, run_copy, 'optim_wrapper.optimizer.lr=0.002')

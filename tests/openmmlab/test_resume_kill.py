@@ -239,13 +239,16 @@ def test_kill_during_checkpoint_write_leaves_a_good_latest_checkpoint(reference,
     from inline_dense.openmmlab.engine import is_complete_checkpoint
     train(tmp_path, '--kill-in-write', '8', expect_kill=True)
     latest = pointer(tmp_path)
-    assert latest.endswith('iter_4.pth') and is_complete_checkpoint(latest)
+    assert latest.endswith('iter_4.pth')
+    assert is_complete_checkpoint(latest)
     partial = [n for n in os.listdir(tmp_path) if 'iter_8' in n]
-    assert partial and not any(is_complete_checkpoint(osp.join(tmp_path, n)) for n in partial), partial
+    assert partial, partial
+    assert not any(is_complete_checkpoint(osp.join(tmp_path, n)) for n in partial), partial
     assert not osp.exists(osp.join(tmp_path, 'iter_8.pth'))  # only the temporary file is partial
     train(tmp_path, '--resume')
     weights, metrics = final(tmp_path)
-    assert weight_diff(weights, reference[0]) == 0.0 and metrics == reference[1]
+    assert weight_diff(weights, reference[0]) == 0.0
+    assert metrics == reference[1]
     assert not [n for n in os.listdir(tmp_path) if n.startswith('.tmp-')]  # replaced by the resumed run
 
 
@@ -260,7 +263,8 @@ def test_resume_skips_a_truncated_latest_checkpoint(reference, tmp_path):
     shutil.copy(older, kept)
     train(tmp_path, '--resume', '--kill-after', '10', expect_kill=True)
     latest = pointer(tmp_path)
-    assert latest.endswith('iter_8.pth') and not osp.exists(older)  # max_keep_ckpts=1 removed it
+    assert latest.endswith('iter_8.pth')
+    assert not osp.exists(older)  # max_keep_ckpts=1 removed it
     shutil.move(kept, older)
     with open(latest, 'rb') as f:
         data = f.read()
@@ -269,7 +273,8 @@ def test_resume_skips_a_truncated_latest_checkpoint(reference, tmp_path):
     printed = train(tmp_path, '--resume')
     assert 'missing or truncated' in printed
     weights, metrics = final(tmp_path)
-    assert weight_diff(weights, reference[0]) == 0.0 and metrics == reference[1]
+    assert weight_diff(weights, reference[0]) == 0.0
+    assert metrics == reference[1]
 
 
 @pytest.mark.slow
@@ -292,7 +297,8 @@ def test_checkpoint_helpers(tmp_path):
     (tmp_path / 'iter_3.pth').write_bytes(data[:-10])
     assert is_complete_checkpoint(str(tmp_path / 'iter_2.pth'))
     assert not is_complete_checkpoint(str(tmp_path / 'iter_3.pth'))
-    assert not is_complete_checkpoint(str(tmp_path / 'nothing.pth')) and not is_complete_checkpoint('')
+    assert not is_complete_checkpoint(str(tmp_path / 'nothing.pth'))
+    assert not is_complete_checkpoint('')
     assert newest_complete_checkpoint(str(tmp_path), 'iter_{}.pth') == str(tmp_path / 'iter_2.pth')
     atomic_write_text(str(tmp_path / 'last_checkpoint'), 'a')
     atomic_write_text(str(tmp_path / 'last_checkpoint'), 'b')
@@ -312,7 +318,8 @@ def test_a_resume_outside_the_tool_that_cannot_be_exact_says_so(tmp_path):
     first = build_runner(str(tmp_path), False, False, seed=None)
     first.train()
     saved = torch.load(tmp_path / f'iter_{MAX_ITERS}.pth', weights_only=True)[RNG_KEY]
-    assert saved['seed'] == first.seed and saved['sampler_seed'] == first.train_dataloader.sampler.seed
+    assert saved['seed'] == first.seed
+    assert saved['sampler_seed'] == first.train_dataloader.sampler.seed
     lines = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())
@@ -395,7 +402,7 @@ def test_toy_config_killed_and_resumed_with_train_tool(tmp_path):
     make_toy_coco(str(tmp_path / 'data' / 'toy_coco'), num_train=8, num_val=3, image_size=64)
     (tmp_path / 'killer.py').write_text(KILLER)
     base = osp.join(ROOT, 'configs', 'toy', TOY_CONFIG)
-    imports = list(Config.fromfile(base).custom_imports['imports']) + ['inline_dense.openmmlab.engine', 'killer']
+    imports = [*Config.fromfile(base).custom_imports['imports'], 'inline_dense.openmmlab.engine', 'killer']
     config = tmp_path / 'reliable.py'
     config.write_text(f'''_base_ = {base!r}
 custom_imports = dict(imports={imports!r}, allow_failed_imports=False)
@@ -431,5 +438,7 @@ model = dict(test_cfg=dict(score_thr=0.0))
     print(f'\ntoy RetinaNet killed after iter 4, resumed: max |weight diff| {diff}; losses {losses}; '
           f'bbox mAP {maps}')
     assert diff == 0.0
-    assert losses['killed'] == losses['whole'] and len(losses['whole']) == TOY_ITERS
-    assert maps['killed'] == maps['whole'] and maps['whole']
+    assert losses['killed'] == losses['whole']
+    assert len(losses['whole']) == TOY_ITERS
+    assert maps['killed'] == maps['whole']
+    assert maps['whole']

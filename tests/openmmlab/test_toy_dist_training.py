@@ -28,7 +28,8 @@ INLINE_FPN = sorted(name for name, cfg in SNAPSHOT.items()
 
 
 def test_the_snapshot_holds_inline_fpn_detectors():
-    assert 'toy/retinanet_inline-pvt-mini_fpn_toy-coco.py' in INLINE_FPN and len(INLINE_FPN) >= 20
+    assert 'toy/retinanet_inline-pvt-mini_fpn_toy-coco.py' in INLINE_FPN
+    assert len(INLINE_FPN) >= 20
 
 
 @pytest.mark.parametrize('name', INLINE_FPN)
@@ -65,7 +66,8 @@ def dist_train(config: str, work: Path, cwd: Path, max_iters: int) -> str:
     assert 'were not used in producing loss' not in output, output[-3000:]
     assert res.returncode == 0, output[-3000:]
     log = next(work.glob('*/*.log')).read_text()
-    assert 'Distributed training: True' in log and 'GPU number: 2' in log
+    assert 'Distributed training: True' in log
+    assert 'GPU number: 2' in log
     assert f'Iter(train) [{max_iters}/{max_iters}]' in log
     assert (work / f'iter_{max_iters}.pth').is_file()
     return log

@@ -76,7 +76,7 @@ def assert_same_keep_up_to_ties(keep: torch.Tensor, dets: torch.Tensor, case: di
         groups[score].add(k)
         want_groups[score].add(w)
     assert groups == want_groups
-    by_index = {k: row for k, row in zip(keep.tolist(), dets)}
+    by_index = dict(zip(keep.tolist(), dets))
     for k, row in zip(want_keep.tolist(), want_dets):
         torch.testing.assert_close(by_index[k], row, rtol=0, atol=0)
 
@@ -261,6 +261,7 @@ def test_bfloat16_runs_in_float32(pool_mode):
     want = roi_align(feats.detach().float(), case['rois'].to(torch.bfloat16).float(), *args)
     torch.testing.assert_close(out, want.to(torch.bfloat16), rtol=0, atol=0)
     out.float().sum().backward()
-    assert feats.grad.dtype == torch.bfloat16 and torch.isfinite(feats.grad.float()).all()
+    assert feats.grad.dtype == torch.bfloat16
+    assert torch.isfinite(feats.grad.float()).all()
     boxes = torch.tensor([[0., 0., 10., 10.], [1., 1., 11., 11.], [20., 20., 30., 30.]])
     assert nms(boxes.to(torch.bfloat16), torch.tensor([.9, .8, .7], dtype=torch.bfloat16), .5)[1].tolist() == [0, 2]

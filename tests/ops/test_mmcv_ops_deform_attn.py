@@ -188,7 +188,8 @@ def test_the_module_runs_on_the_stand_in_when_mmcv_takes_the_compiled_path(monke
 
 def _one_line(err: pytest.ExceptionInfo) -> str:
     text = str(err.value)
-    assert '\n' not in text and type(err.value).__name__ == 'OpInputError', text
+    assert '\n' not in text, text
+    assert type(err.value).__name__ == 'OpInputError', text
     return text
 
 

@@ -24,12 +24,13 @@ def _feats() -> torch.Tensor:
 
 def _one_line(err: pytest.ExceptionInfo) -> str:
     text = str(err.value)
-    assert '\n' not in text and type(err.value).__name__ == 'OpInputError', text
+    assert '\n' not in text, text
+    assert type(err.value).__name__ == 'OpInputError', text
     return text
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
-@pytest.mark.parametrize('index, words', [(2., 'batch index 2.0'), (-1., 'batch index -1.0'),
+@pytest.mark.parametrize(('index', 'words'), [(2., 'batch index 2.0'), (-1., 'batch index -1.0'),
                                           (0.5, 'batch index 0.5')])
 def test_roi_align_refuses_a_batch_index_outside_the_batch(pool_mode, index, words):
     from mmcv.ops import roi_align
@@ -37,7 +38,9 @@ def test_roi_align_refuses_a_batch_index_outside_the_batch(pool_mode, index, wor
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 2, pool_mode, True)
     text = _one_line(err)
-    assert 'RoI 1' in text and words in text and '[0, 2)' in text
+    assert 'RoI 1' in text
+    assert words in text
+    assert '[0, 2)' in text
 
 
 @pytest.mark.parametrize('bad', [float('nan'), float('inf')])
@@ -135,7 +138,9 @@ def test_roi_align_refuses_an_inverted_box_in_both_modes_as_mmcv(pool_mode, box)
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, True)
     text = _one_line(err)
-    assert 'RoI 1' in text and 'inverted' in text and 'x1 <= x2' in text
+    assert 'RoI 1' in text
+    assert 'inverted' in text
+    assert 'x1 <= x2' in text
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
@@ -145,7 +150,8 @@ def test_roi_align_legacy_mode_samples_an_inverted_box_as_one_pixel(pool_mode):
     feats = _feats()
     got = roi_align(feats, torch.tensor([[0., 2., 3., 1., 2.]]), (2, 2), 1.0, 2, pool_mode, False)
     one_pixel = roi_align(feats, torch.tensor([[0., 2., 3., 3., 4.]]), (2, 2), 1.0, 2, pool_mode, False)
-    assert got.abs().sum() > 0 and torch.equal(got, one_pixel)
+    assert got.abs().sum() > 0
+    assert torch.equal(got, one_pixel)
 
 
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
@@ -158,7 +164,9 @@ def test_roi_align_refuses_a_huge_box_before_allocating(pool_mode, aligned):
     with pytest.raises(ValueError) as err:
         roi_align(_feats(), rois, (2, 2), 1.0, 0, pool_mode, aligned)
     text = _one_line(err)
-    assert 'RoI 0' in text and 'sampling_ratio > 0' in text and 'clip' in text
+    assert 'RoI 0' in text
+    assert 'sampling_ratio > 0' in text
+    assert 'clip' in text
     assert torch.isfinite(roi_align(_feats(), rois, (2, 2), 1.0, 2, pool_mode, aligned)).all()
 
 

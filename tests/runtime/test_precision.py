@@ -16,7 +16,7 @@ def fake_cpu(monkeypatch):
     return fake
 
 
-@pytest.mark.parametrize('flags, onednn, native, unit', [
+@pytest.mark.parametrize(('flags', 'onednn', 'native', 'unit'), [
     ({'avx512f', 'avx512_bf16'}, False, True, 'AVX512-BF16'),
     ({'amx_bf16', 'amx_tile', 'avx512_bf16'}, False, True, 'AMX'),
     ({'avx2'}, True, True, 'AVX512-BF16'),
@@ -39,7 +39,9 @@ def test_amp_dtype_without_native_bf16_falls_back_in_one_line(fake_cpu, capsys):
     fake_cpu({'avx2'})
     assert precision.amp_dtype('cpu') is None
     err = capsys.readouterr().err
-    assert err.count('\n') == 1 and 'float32' in err and 'bfloat16' in err
+    assert err.count('\n') == 1
+    assert 'float32' in err
+    assert 'bfloat16' in err
 
 
 def test_amp_dtype_cuda_is_fp16_whatever_the_cpu(fake_cpu):
@@ -79,7 +81,8 @@ def test_bf16_backbone_inference_within_2e2_of_fp32(kind, tiny_backbone):
     x = torch.randn(1, 3, 256, 384, generator=torch.Generator().manual_seed(5))
     errs = precision.autocast_errors(model, x, torch.bfloat16)
     print(f'\n{kind} bf16 per-stage rel L2 {[f"{e:.1e}" for e in errs]}')
-    assert len(errs) == len(model(x)) and min(errs) > 0, 'autocast changed nothing: it did not reach the backbone'
+    assert len(errs) == len(model(x)), errs
+    assert min(errs) > 0, 'autocast changed nothing: it did not reach the backbone'
     assert max(errs) < 2e-2, errs
 
 
@@ -89,7 +92,8 @@ def test_autocast_errors_measure_the_rounding_of_the_dtype():
     x = torch.randn(256, 64, generator=torch.Generator().manual_seed(0))
     (bf16,) = precision.autocast_errors(layer, x, torch.bfloat16)
     (fp32,) = precision.autocast_errors(layer, x, torch.float32)
-    assert fp32 == 0 and 1e-3 < bf16 < 2e-2, bf16
+    assert fp32 == 0, fp32
+    assert 1e-3 < bf16 < 2e-2, bf16
     if torch.cuda.is_available() or precision.check_dtype(torch.float16, 'cpu') is None:
         (fp16,) = precision.autocast_errors(layer, x, torch.float16)
         assert fp16 < bf16 / 4, (fp16, bf16)
@@ -98,7 +102,8 @@ def test_autocast_errors_measure_the_rounding_of_the_dtype():
 def test_trained_scale_draws_xavier_weights():
     conv = precision.trained_scale_(torch.nn.Conv2d(32, 64, 3))
     bound = (6 / (32 * 9 + 64)) ** 0.5
-    assert conv.weight.abs().max() <= bound and conv.weight.std() > bound / 2
+    assert conv.weight.abs().max() <= bound
+    assert conv.weight.std() > bound / 2
     assert 0.05 < conv.bias.std() < 0.2
 
 
@@ -113,7 +118,8 @@ def test_benchmark_dtype_error_reports_each_output(tmp_path, capsys, monkeypatch
     status = import_tool('benchmark').main(['--dtype-error', '--dtype', 'fp32', 'bf16', '--models', 'inline-deit-t',
                                             '--resolutions', '64x96', '--threads', '1', '--out', str(out)])
     payload = json.loads(out.read_text())
-    assert status == 0 and payload['kind'] == 'dtype_error'
+    assert status == 0
+    assert payload['kind'] == 'dtype_error'
     (row,) = payload['results']
     assert (row['model'], row['height'], row['width'], row['dtype']) == ('inline-deit-t', 64, 96, 'bf16')
     assert 0 < row['max_rel_l2'] == max(row['rel_l2']) < 2e-2

@@ -4,9 +4,9 @@ import contextlib
 import importlib.util
 import io
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -18,7 +18,7 @@ FLAG = re.compile(r'(?<![\w-])--[a-z][a-z0-9-]*')
 INLINE_CODE = re.compile(r'`([^`]+)`')
 
 
-def heading_anchors(page: Path) -> Set[str]:
+def heading_anchors(page: Path) -> set[str]:
     """GitHub's anchors for the page's headings: lower case, punctuation dropped, spaces as '-'."""
     anchors = set()
     in_code = False
@@ -43,7 +43,7 @@ def relative_links(page: Path) -> Iterator[str]:
                     yield target
 
 
-def broken_links(page: Path) -> List[str]:
+def broken_links(page: Path) -> list[str]:
     broken = []
     for target in relative_links(page):
         path, _, anchor = target.partition('#')
@@ -60,7 +60,7 @@ def command_lines(text: str) -> Iterator[str]:
     code spans of the prose (a span may wrap onto the next line)."""
     lines = text.splitlines()
     in_fence = False
-    prose: List[str] = []
+    prose: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -80,13 +80,13 @@ def command_lines(text: str) -> Iterator[str]:
     yield from INLINE_CODE.findall(' '.join(prose))
 
 
-def shown_flags(text: str) -> Dict[str, Set[str]]:
+def shown_flags(text: str) -> dict[str, set[str]]:
     """tool name -> the options shown after ``tools/<name>.py`` in a command."""
-    found: Dict[str, Set[str]] = {}
+    found: dict[str, set[str]] = {}
     for line in command_lines(text):
         line = line.split(' # ')[0]  # a shell comment is prose
         matches = list(TOOL.finditer(line))
-        for m, nxt in zip(matches, matches[1:] + [None]):
+        for m, nxt in zip(matches, [*matches[1:], None]):
             command = line[m.end():nxt.start() if nxt else None]
             found.setdefault(m.group(1), set()).update(FLAG.findall(command))
     return found
@@ -104,8 +104,8 @@ def tool_help(name: str) -> str:
     return out.getvalue()
 
 
-def all_shown_flags() -> List[Tuple[str, List[str]]]:
-    merged: Dict[str, Set[str]] = {}
+def all_shown_flags() -> list[tuple[str, list[str]]]:
+    merged: dict[str, set[str]] = {}
     for page in PAGES:
         for name, flags in shown_flags(page.read_text(encoding='utf-8')).items():
             merged.setdefault(name, set()).update(flags)
@@ -117,7 +117,7 @@ def test_relative_links_resolve(page):
     assert not broken_links(page), f'{page.relative_to(ROOT)}: broken links: {broken_links(page)}'
 
 
-@pytest.mark.parametrize('name,flags', all_shown_flags(), ids=[n for n, _ in all_shown_flags()])
+@pytest.mark.parametrize(('name', 'flags'), all_shown_flags(), ids=[n for n, _ in all_shown_flags()])
 def test_options_shown_for_a_tool_exist(name, flags):
     assert (ROOT / 'tools' / f'{name}.py').is_file(), f'the docs show tools/{name}.py, which does not exist'
     helptext = tool_help(name)

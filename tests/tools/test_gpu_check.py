@@ -28,7 +28,8 @@ def test_dry_run_end_to_end(tmp_path):
     payload = json.loads((out / JSON_NAME).read_text())
     failed = {s: [r for r in e['rows'] if not r.get('ok')] or e.get('error')
               for s, e in payload['steps'].items() if e['status'] != 'ok'}
-    assert code == 0 and not failed, failed
+    assert code == 0, failed
+    assert not failed, failed
     assert list(payload['steps']) == list(STEPS)
 
     ops = rows(payload, 'ops')
@@ -45,7 +46,8 @@ def test_dry_run_end_to_end(tmp_path):
     for shape in ('stage1', 'stage3'):
         for mode in ('infer', 'train'):
             row = attention[f'{shape} {mode}']
-            assert row['fastest'] in IMPLS and row['auto_picks'] in ('folded_gram', 'folded_keys')
+            assert row['fastest'] in IMPLS
+            assert row['auto_picks'] in ('folded_gram', 'folded_keys')
             assert all(row[f'{impl}_ms'] > 0 for impl in IMPLS)
 
     backbones = rows(payload, 'backbones')
@@ -59,7 +61,8 @@ def test_dry_run_end_to_end(tmp_path):
     h, w = plan.deform_size
     for name in (f'ms_deform_attn vs pure, {plan.deform_layouts} random layouts',
                  f'ms_deform_attn vs pure, DINO encoder {h}x{w}'):
-        assert deform[name]['failed'] == 0 and deform[name]['cases'] >= 1
+        assert deform[name]['failed'] == 0
+        assert deform[name]['cases'] >= 1
         assert max(v for k, v in deform[name].items() if k.endswith('_err_over_tol')) < 1
     for impl in ('pure', 'stand-in'):
         assert deform[f'{impl} fwd+bwd, DINO encoder {h}x{w}']['median_ms'] > 0
@@ -68,9 +71,12 @@ def test_dry_run_end_to_end(tmp_path):
     query_heads = rows(payload, 'query_heads')
     for label in plan.query_heads:
         row = query_heads[f'{label} train step float32']
-        assert row['loss_finite'] and row['grads_finite'] and row['median_ms'] > 0
+        assert row['loss_finite']
+        assert row['grads_finite']
+        assert row['median_ms'] > 0
         # the compiled-op path: the stand-in's deformable attention ran, forward and backward
-        assert 'ms_deform_attn_forward=' in row['ext_calls'] and 'ms_deform_attn_backward=' in row['ext_calls']
+        assert 'ms_deform_attn_forward=' in row['ext_calls']
+        assert 'ms_deform_attn_backward=' in row['ext_calls']
 
     detector = rows(payload, 'detector')
     for label in plan.detectors:
@@ -78,7 +84,8 @@ def test_dry_run_end_to_end(tmp_path):
         assert detector[f'{label} float32 dynamic loss scale']['losses_finite']
 
     toy = rows(payload, 'toy')['toy mask-rcnn demo']
-    assert 0 <= toy['box_ap'] <= 1 and 0 <= toy['mask_ap'] <= 1
+    assert 0 <= toy['box_ap'] <= 1
+    assert 0 <= toy['mask_ap'] <= 1
     assert (out / 'toy_predictions.png').is_file()
     md = (out / MD_NAME).read_text()
     assert all(f'## {step}: ok' in md for step in STEPS)
@@ -93,9 +100,11 @@ def test_hang_and_failure_are_recorded_and_the_next_step_runs(tmp_path):
     results = Results(str(tmp_path), {})
     assert run_check(plan, ['toy', 'ops'], results, 300, str(ROOT)) is False
     toy, ops = results.payload['steps']['toy'], results.payload['steps']['ops']
-    assert toy['status'] == 'failed' and 'timed out after 6 s' in toy['error']
+    assert toy['status'] == 'failed'
+    assert 'timed out after 6 s' in toy['error']
     by_name = {r['name']: r for r in ops['rows']}
-    assert ops['status'] == 'failed' and 'error' not in ops
+    assert ops['status'] == 'failed'
+    assert 'error' not in ops
     assert by_name['load mmcv_ops_reference.pt']['ok'] is False
     assert 'FileNotFoundError' in by_name['load mmcv_ops_reference.pt']['error']
     assert by_name['sigmoid focal loss vs py_sigmoid_focal_loss']['ok'] is True
@@ -111,12 +120,15 @@ def test_deform_attn_parity_fails_a_wrong_implementation(monkeypatch):
     cases = [step.random_layout(random.Random(3), torch.device('cpu'))]
     row: dict = {}
     step.parity_row(row, cases)
-    assert row['ok'] and row['failed'] == 0
+    assert row['ok']
+    assert row['failed'] == 0
     real = step.stand_in
     monkeypatch.setattr(step, 'stand_in', lambda *args: real(*args) * (1 + 1e-4) + 1e-4)
     row = {}
     step.parity_row(row, cases)
-    assert not row['ok'] and row['failed'] == 1 and row['forward_err_over_tol'] > 1
+    assert not row['ok']
+    assert row['failed'] == 1
+    assert row['forward_err_over_tol'] > 1
 
 
 def test_the_dry_run_routes_deformable_attention_through_the_stand_in():
@@ -151,7 +163,8 @@ def test_results_are_written_after_every_row(tmp_path):
     results = Results(str(tmp_path), dict(device='cuda'))
     results.add_row('ops', dict(name='nms', cases=12, ok=True, max_err=0.0))
     partial = json.loads((tmp_path / JSON_NAME).read_text())
-    assert partial['steps']['ops']['status'] == 'running' and len(partial['steps']['ops']['rows']) == 1
+    assert partial['steps']['ops']['status'] == 'running'
+    assert len(partial['steps']['ops']['rows']) == 1
     results.add_row('ops', dict(name='roi_align', cases=3, ok=False, max_err=0.5, error='cases [1] differ'))
     results.add_row('ops', dict(name='focal', ok=True))
     results.finish('ops', 1.234)
@@ -165,4 +178,6 @@ def test_plan_survives_the_trip_to_the_worker():
     plan = dry_run_plan('/f', '/o')
     again = CheckPlan.from_json(json.loads(json.dumps(plan.to_json())))
     assert again.to_json() == json.loads(json.dumps(plan.to_json()))
-    assert again.device == 'cpu' and again.dry_run and again.toy_args == plan.toy_args
+    assert again.device == 'cpu'
+    assert again.dry_run
+    assert again.toy_args == plan.toy_args

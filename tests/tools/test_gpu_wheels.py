@@ -10,7 +10,6 @@ import shutil
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -21,7 +20,7 @@ from inline_dense_dev.gpu_check import wheels
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def make_wheel(folder: Path, name: str, version: str, requires: List[str]) -> Path:
+def make_wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
     """A minimal wheel file: just its METADATA."""
     path = folder / f'{name}-{version}-py3-none-any.whl'
     meta = ['Metadata-Version: 2.1', f'Name: {name}', f'Version: {version}'] + [f'Requires-Dist: {r}' for r in requires]
@@ -30,7 +29,7 @@ def make_wheel(folder: Path, name: str, version: str, requires: List[str]) -> Pa
     return path
 
 
-def unmet_names(folder: Path) -> Dict[str, str]:
+def unmet_names(folder: Path) -> dict[str, str]:
     return {canonicalize_name(req.name): why for _, req, why in wheels.unmet(wheels.read_folder(folder))}
 
 
@@ -47,9 +46,11 @@ def test_unmet_follows_markers_extras_versions_and_the_opencv_stand_in(tmp_path)
     make_wheel(tmp_path, 'beta', '1.0', ['zeta; python_version >= "3.12"'])  # applies: unmet
     found = unmet_names(tmp_path)
     assert set(found) == {'beta', 'torch', 'epsilon', 'zeta'}
-    assert 'the folder has beta 1.0' in found['beta'] and 'torch 2.11.0' in found['torch']
+    assert 'the folder has beta 1.0' in found['beta']
+    assert 'torch 2.11.0' in found['torch']
     problems = wheels.unmet_requirements(tmp_path, roots=['alpha', 'mmdet'])
-    assert any(p.startswith('mmdet ') for p in problems) and len(problems) == 5
+    assert any(p.startswith('mmdet ') for p in problems)
+    assert len(problems) == 5
 
 
 def test_two_versions_of_one_package_are_refused(tmp_path):
@@ -59,7 +60,7 @@ def test_two_versions_of_one_package_are_refused(tmp_path):
         wheels.read_folder(tmp_path)
 
 
-def fake_lock(tmp_path: Path, packages: Dict[str, tuple]) -> Dict[str, list]:
+def fake_lock(tmp_path: Path, packages: dict[str, tuple]) -> dict[str, list]:
     """A uv.lock of ``name: (version, [dependencies as TOML inline tables])``, each with one wheel
     (or, version ending in '-sdist', an sdist only) at a file:// URL of ``tmp_path / 'index'``."""
     index = tmp_path / 'index'
@@ -97,15 +98,17 @@ def test_the_closure_follows_the_lock_to_what_the_machine_has(tmp_path):
     with pytest.raises(wheels.WheelFolderError, match='missing must travel'):
         wheels.closure(packages, roots=['orphan'])
     out = tmp_path / 'out'
-    logs: List[str] = []
+    logs: list[str] = []
     folder = wheels.fill_closure(out, packages, roots=['alpha', 'setuptools'], log=logs.append, get=copy_get)
-    assert sorted(folder) == ['alpha', 'beta', 'setuptools'] and len(logs) == 3
+    assert sorted(folder) == ['alpha', 'beta', 'setuptools']
+    assert len(logs) == 3
     make_wheel(out, 'stale', '0.1', [])  # from an older lock: removed
     newer = make_wheel(tmp_path / 'index', 'beta', '2.1', [])  # the lock moved on: the old wheel goes
     packages['beta'] = [dataclasses.replace(packages['beta'][0], version='2.1', wheels=(
         {'url': f'file://{newer}', 'hash': 'sha256:' + hashlib.sha256(newer.read_bytes()).hexdigest()},))]
     folder = wheels.fill_closure(out, packages, roots=['alpha', 'setuptools'], log=logs.append, get=copy_get)
-    assert folder['beta'].version == '2.1' and sorted(folder) == ['alpha', 'beta', 'setuptools']
+    assert folder['beta'].version == '2.1'
+    assert sorted(folder) == ['alpha', 'beta', 'setuptools']
     assert sorted(p.name for p in out.iterdir())[1] == 'beta-2.1-py3-none-any.whl'
 
 

@@ -18,7 +18,7 @@ def test_every_generated_file_is_committed_as_generated():
 def test_a_changed_spec_changes_its_backbone_bases(monkeypatch):
     tool = import_tool('make_configs')
     spec = next(iter(registry.FAMILIES.values()))
-    configs = dataclasses.replace(spec.configs, drop_path={k: 0.5 for k in spec.configs.drop_path})
+    configs = dataclasses.replace(spec.configs, drop_path=dict.fromkeys(spec.configs.drop_path, 0.5))
     monkeypatch.setitem(registry.FAMILIES, spec.name, dataclasses.replace(spec, configs=configs))
     stale = tool.stale()
     assert sorted(p.name for p in stale) == sorted(tool.backbone_base_name(w) for w in spec.weights)
@@ -40,6 +40,7 @@ def test_the_metafile_lists_every_config_once():
     listed = [m['Config'] for m in models]
     assert listed == [str(p.relative_to(ROOT)) for p in tool.leaf_configs()]
     for m in models:
-        assert (ROOT / m['Config']).is_file() and m['Metadata']['Recipe'], m['Name']
+        assert (ROOT / m['Config']).is_file(), m['Name']
+        assert m['Metadata']['Recipe'], m['Name']
         if m['In Collection'] == 'InLine':
             assert m['Metadata']['Pretrained'].startswith('inline://inline_'), m['Name']

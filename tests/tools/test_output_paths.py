@@ -49,7 +49,8 @@ def test_the_rule_refuses_what_is_not_a_regular_file(kind, tmp_path):
     path = special(kind, tmp_path)
     with pytest.raises(OutputPathError, match=WORDS[kind]) as info:
         write_output(path, b'data')
-    assert len(str(info.value).splitlines()) == 1 and str(path) in str(info.value)
+    assert len(str(info.value).splitlines()) == 1
+    assert str(path) in str(info.value)
     assert unchanged(path, kind)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith('.tmp-')]
 
@@ -65,7 +66,9 @@ def test_a_symlink_is_written_through_and_kept(chain, tmp_path):
         nxt.symlink_to(os.path.relpath(link, tmp_path) if i == 0 else link)
         link = nxt
     write_output(link, 'new')
-    assert link.is_symlink() and target.read_text() == 'new' and link.read_text() == 'new'
+    assert link.is_symlink()
+    assert target.read_text() == 'new'
+    assert link.read_text() == 'new'
     assert not [p for p in target.parent.iterdir() if p.name.startswith('.tmp-')]
 
 
@@ -73,7 +76,8 @@ def test_a_dangling_symlink_creates_its_target(tmp_path):
     link = tmp_path / 'link.json'
     link.symlink_to(tmp_path / 'later.json')
     write_output(link, 'x')
-    assert link.is_symlink() and (tmp_path / 'later.json').read_text() == 'x'
+    assert link.is_symlink()
+    assert (tmp_path / 'later.json').read_text() == 'x'
 
 
 def test_a_symlink_loop_is_refused(tmp_path):
@@ -97,7 +101,8 @@ def test_the_converter_writes_through_a_link(tmp_path):
     link = tmp_path / 'latest.pth'
     link.symlink_to(target)
     convert_file(str(SWIN), str(link))
-    assert link.is_symlink() and target.read_bytes()[:2] == b'PK'  # torch.save's zip
+    assert link.is_symlink()
+    assert target.read_bytes()[:2] == b'PK'  # torch.save's zip
 
 
 @pytest.mark.parametrize('kind', KINDS)
@@ -105,7 +110,8 @@ def test_export_onnx_refuses_them_before_exporting(kind, tmp_path, capsys):
     path = special(kind, tmp_path)
     with pytest.raises(SystemExit) as info:
         import_tool('export_onnx').parse_args([SEG_CONFIG, '--out', str(path)])
-    assert info.value.code == 2 and WORDS[kind] in capsys.readouterr().err
+    assert info.value.code == 2
+    assert WORDS[kind] in capsys.readouterr().err
     assert unchanged(path, kind)
 
 
@@ -117,7 +123,8 @@ def test_test_tool_refuses_them_before_testing(kind, tmp_path, capsys):
     pkl.symlink_to(path)
     with pytest.raises(SystemExit) as info:
         import_tool('test').parse_args([SEG_CONFIG, 'ckpt.pth', '--out', str(pkl)])
-    assert info.value.code == 2 and WORDS[kind] in capsys.readouterr().err
+    assert info.value.code == 2
+    assert WORDS[kind] in capsys.readouterr().err
     assert unchanged(path, kind)
 
 
@@ -126,7 +133,8 @@ def test_test_tool_refuses_a_show_dir_that_is_a_file(tmp_path, capsys):
     path.write_text('keep')
     with pytest.raises(SystemExit) as info:
         import_tool('test').parse_args([SEG_CONFIG, 'ckpt.pth', '--show-dir', str(path)])
-    assert info.value.code == 2 and 'is not a directory' in capsys.readouterr().err
+    assert info.value.code == 2
+    assert 'is not a directory' in capsys.readouterr().err
     assert path.read_text() == 'keep'
 
 
@@ -136,13 +144,15 @@ def test_benchmark_refuses_them_before_measuring(flag, kind, tmp_path, capsys):
     path = special(kind, tmp_path)
     with pytest.raises(SystemExit) as info:
         import_tool('benchmark').parse_args(['--models', 'inline-swin-t', flag, str(path)])
-    assert info.value.code == 2 and WORDS[kind] in capsys.readouterr().err
+    assert info.value.code == 2
+    assert WORDS[kind] in capsys.readouterr().err
 
 
 def test_get_flops_refuses_them(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         import_tool('get_flops').parse_args(['--models', 'inline-swin-t', '--json', str(tmp_path)])
-    assert info.value.code == 2 and 'is a directory' in capsys.readouterr().err
+    assert info.value.code == 2
+    assert 'is a directory' in capsys.readouterr().err
 
 
 def test_the_benchmark_plot_writes_through_a_link(tmp_path):
@@ -154,7 +164,8 @@ def test_the_benchmark_plot_writes_through_a_link(tmp_path):
     rows = [dict(model='inline-swin-t', mode='infer', pixels=p, height=h, width=h, median_ms=p / 1e3, peak_mib=p / 1e4)
             for h, p in ((224, 224 * 224), (448, 448 * 448))]
     plot(rows, str(link), 'test')
-    assert link.is_symlink() and target.read_bytes()[:4] == b'\x89PNG'
+    assert link.is_symlink()
+    assert target.read_bytes()[:4] == b'\x89PNG'
     with pytest.raises(OutputPathError, match='is a directory'):
         plot(rows, str(tmp_path), 'test')
 
@@ -166,12 +177,13 @@ def test_the_demo_refuses_a_picture_path_before_training(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, 'build_runner', lambda cfg: trained.append(cfg))
     with pytest.raises(OutputPathError, match='FIFO'):
         demo.main(['--work-dir', str(tmp_path), '--max-iters', '1'])
-    assert not trained and (tmp_path / 'predictions.png').is_fifo()
+    assert not trained
+    assert (tmp_path / 'predictions.png').is_fifo()
 
 
 @pytest.mark.parametrize('kind', ['device', 'fifo'])
 def test_the_smp_toy_leaves_a_root_that_is_not_a_toy_folder_alone(kind, tmp_path):
     path = special(kind, tmp_path)
-    with pytest.raises(SystemExit, match='^error: .* exists but was not made by the toy data generator'):
+    with pytest.raises(SystemExit, match=r'^error: .* exists but was not made by the toy data generator'):
         import_tool('train_smp_toy').main(['--root', str(path), '--seconds', '1'])
     assert unchanged(path, kind)

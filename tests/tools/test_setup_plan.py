@@ -37,8 +37,11 @@ def entry(tmp_path, *args, **env) -> subprocess.CompletedProcess:
 def one_line_error(proc: subprocess.CompletedProcess, *needed: str) -> None:
     """Exit 1, no traceback, '[setup] ERROR: ...' then '[setup]   -> <what to do>' holding ``needed``."""
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr
-    assert len(lines) == 2 and lines[0].startswith('[setup] ERROR: ') and lines[1].startswith('[setup]   -> '), lines
+    assert proc.returncode == 1, proc.stderr
+    assert 'Traceback' not in proc.stderr, proc.stderr
+    assert len(lines) == 2, lines
+    assert lines[0].startswith('[setup] ERROR: '), lines
+    assert lines[1].startswith('[setup]   -> '), lines
     for text in needed:
         assert text in proc.stderr, (text, proc.stderr)
 
@@ -52,7 +55,7 @@ def test_the_settings_are_read_once_with_their_defaults(setup_env, tmp_path):
     assert s.python == tmp_path / 'v' / 'bin' / 'python'
 
 
-@pytest.mark.parametrize('env, message, hint', [
+@pytest.mark.parametrize(('env', 'message', 'hint'), [
     ({'STACK': 'mmlab'}, 'STACK=mmlab is not a stack', 'use STACK=openmmlab or STACK=onedl'),
     ({'MMCV': 'compiled'}, 'MMCV=compiled is not a flavour', 'use MMCV=lite'),
     ({'STACK': 'onedl', 'MMCV': 'full'}, 'not available with STACK=onedl', 'STACK=openmmlab MMCV=full'),
@@ -88,7 +91,8 @@ def test_an_environment_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
     foreign.mkdir()
     (foreign / 'a.jpg').write_bytes(b'x')
     one_line_error(entry(tmp_path, INLINE_DENSE_VENV=str(foreign)), 'holds no virtual environment')
-    assert sorted(p.name for p in foreign.iterdir()) == ['a.jpg'] and a_file.read_text() == 'notes'
+    assert sorted(p.name for p in foreign.iterdir()) == ['a.jpg']
+    assert a_file.read_text() == 'notes'
 
 
 def test_an_active_environment_elsewhere_is_named_and_ignored(setup_env, tmp_path):
@@ -104,13 +108,15 @@ def test_an_active_environment_elsewhere_is_named_and_ignored(setup_env, tmp_pat
     live.mkdir()
     (live / 'pyvenv.cfg').write_text('home = /usr\n')
     note = setup_env.Settings.from_env({'VIRTUAL_ENV': str(live)}).note()
-    assert note.startswith(f'note: VIRTUAL_ENV={live} is ignored') and 'INLINE_DENSE_VENV' in note
+    assert note.startswith(f'note: VIRTUAL_ENV={live} is ignored')
+    assert 'INLINE_DENSE_VENV' in note
     assert setup_env.Settings.from_env({'VIRTUAL_ENV': str(ROOT / '.venv')}).note() == ''  # the same one: no note
 
 
 def test_uv_syncs_the_stack_extra_and_full_keeps_mmcv_lite_out(setup_env):
     args = setup_env.sync_args(setup_env.Settings.from_env({}))
-    assert args[:3] == ['sync', '--locked', '-q'] and args[-2:] == ['--extra', 'lite']
+    assert args[:3] == ['sync', '--locked', '-q']
+    assert args[-2:] == ['--extra', 'lite']
     assert setup_env.sync_args(setup_env.Settings.from_env({'STACK': 'onedl'}))[-2:] == ['--extra', 'onedl']
     full = setup_env.sync_args(setup_env.Settings.from_env({'MMCV': 'full'}))
     assert full[-3:] == ['--no-install-package', 'mmcv-lite', '--inexact']
@@ -128,7 +134,8 @@ def test_a_failed_uv_step_names_its_cause(setup_env, tmp_path, capsys):
     settings = setup_env.Settings.from_env({'INLINE_DENSE_VENV': str(tmp_path / 'v')})
     with pytest.raises(setup_env.SetupError, match='installing x failed') as err:
         setup_env.run_uv(fake, settings, 'installing x', 'sync')
-    assert 'network access' in err.value.hint and 'dns error' in capsys.readouterr().err
+    assert 'network access' in err.value.hint
+    assert 'dns error' in capsys.readouterr().err
     fake.write_text('#!/bin/sh\necho "error: The lockfile at uv.lock needs to be updated" >&2\nexit 2\n')
     with pytest.raises(setup_env.SetupError) as err:
         setup_env.run_uv(fake, settings, 'installing x', 'sync')
@@ -149,8 +156,10 @@ def test_uv_comes_from_the_index_and_says_so_when_it_cannot(setup_env, tmp_path,
 def test_plan_and_options(setup_env, tmp_path, capsys):
     assert setup_env.main(['--plan'], {'INLINE_DENSE_VENV': str(tmp_path / 'v'), 'STACK': 'onedl'}) == 0
     out = dict(line.split(': ', 1) for line in capsys.readouterr().out.splitlines())
-    assert out['stack'] == 'onedl (extra [onedl])' and out['environment-now'] == 'made by uv'
-    assert out['lock'] == str(ROOT / 'uv.lock') and out['command'].startswith('uv sync --locked')
+    assert out['stack'] == 'onedl (extra [onedl])'
+    assert out['environment-now'] == 'made by uv'
+    assert out['lock'] == str(ROOT / 'uv.lock')
+    assert out['command'].startswith('uv sync --locked')
     assert not (tmp_path / 'v').exists()
     assert setup_env.main(['--plna']) == 2
     assert setup_env.main(['--check-first-time'], {'UV': '/nonexistent/uv'}) == 1  # one line, as the setup
@@ -192,4 +201,5 @@ def test_the_compiled_mmcv_source_is_locked_with_its_hash(mmcv_full):
     from inline_dense_dev import uvlock
     mmcv = uvlock.package('mmcv', version=uvlock.package('mmcv-lite').version)
     assert str(mmcv.sdist['url']).endswith(f'mmcv-{mmcv.version}.tar.gz')
-    assert str(mmcv.sdist['hash']).startswith('sha256:') and not mmcv.wheels
+    assert str(mmcv.sdist['hash']).startswith('sha256:')
+    assert not mmcv.wheels

@@ -30,10 +30,11 @@ def test_the_pythons_come_from_requires_python(setup_env):
         assert spec.contains(f'{name}.0')
         setup_env.check_python(tuple(map(int, name.split('.'))))
     for version in ((3, 9), (3, 10), (3, 14)):
-        assert not spec.contains('%d.%d.0' % version)
+        assert not spec.contains(f'{version[0]}.{version[1]}.0')
         with pytest.raises(setup_env.SetupError, match=rf'Python {version[0]}\.{version[1]} is not supported') as err:
             setup_env.check_python(version)
-        assert '3.11, 3.12, 3.13' in str(err.value) and 'PYTHON=python3.13' in err.value.hint
+        assert '3.11, 3.12, 3.13' in str(err.value)
+        assert 'PYTHON=python3.13' in err.value.hint
 
 
 def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(load_tool, monkeypatch):
@@ -44,16 +45,19 @@ def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(load_tool, 
         mmcv_full.check_python(version)
     with pytest.raises(mmcv_full.SetupError, match=r'MMCV=full does not build on Python 3\.13.*PEP 667') as err:
         mmcv_full.check_python((3, 13))
-    assert 'MMCV=lite' in err.value.hint and 'PYTHON=python3.12' in err.value.hint
+    assert 'MMCV=lite' in err.value.hint
+    assert 'PYTHON=python3.12' in err.value.hint
 
 
 def test_the_help_the_shell_entry_and_the_classifiers_name_the_supported_pythons(setup_env, capsys):
     assert setup_env.main(['--help']) == 0
     help_text = capsys.readouterr().out
     names = supported_names(setup_env)
-    assert f'{", ".join(names[:-1])} or {names[-1]}' in help_text and 'INLINE_DENSE_VENV' in help_text
+    assert f'{", ".join(names[:-1])} or {names[-1]}' in help_text
+    assert 'INLINE_DENSE_VENV' in help_text
     shell = (ROOT / 'tools' / 'setup_env.sh').read_text(encoding='utf-8')
-    assert f'Python {names[0]}-{names[-1]}' in shell and f'python{names[-1]}' in shell
+    assert f'Python {names[0]}-{names[-1]}' in shell
+    assert f'python{names[-1]}' in shell
     classifiers = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['classifiers']
     assert [c.rsplit(' ', 1)[1] for c in classifiers if c.startswith('Programming Language :: Python :: 3.')] == names
 
@@ -91,15 +95,17 @@ def test_the_shell_entry_plans_for_inline_dense_venv_with_python(tmp_path):
     proc = run_entry(tmp_path, INLINE_DENSE_VENV=str(venv), PYTHON=sys.executable)
     assert proc.returncode == 0, proc.stderr
     out = dict(line.split(': ', 1) for line in proc.stdout.splitlines())
-    assert out['environment'] == str(venv) and out['environment-now'] == 'made by uv'
-    assert out['python'] == '%d.%d.%d' % sys.version_info[:3]
+    assert out['environment'] == str(venv)
+    assert out['environment-now'] == 'made by uv'
+    assert out['python'] == '.'.join(map(str, sys.version_info[:3]))
     assert not venv.exists()
 
 
 def test_the_shell_entry_names_the_pythons_when_none_is_found(tmp_path):
     proc = run_entry(tmp_path, INLINE_DENSE_VENV=str(tmp_path / 'v'), PYTHON=str(tmp_path / 'no-python3.13'))
     assert proc.returncode == 1
-    assert 'no Python interpreter' in proc.stderr and 'Python 3.11-3.13' in proc.stderr
+    assert 'no Python interpreter' in proc.stderr
+    assert 'Python 3.11-3.13' in proc.stderr
 
 
 def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environments():
@@ -109,13 +115,15 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
     core at the lock's torch; the other stack runs every test (no -m filter: the slow ones too)."""
     ci = ROOT / '.ci'
     lib = (ci / 'lib.sh').read_text(encoding='utf-8')
-    assert "trap 'rm -rf \"$scratch\"' EXIT" in lib and 'exit 1' in lib
+    assert "trap 'rm -rf \"$scratch\"' EXIT" in lib
+    assert 'exit 1' in lib
     for name in ('run', 'py313.sh', 'other_stack.sh'):
         step = (ci / name).read_text(encoding='utf-8')
         for needed in ('source .ci/lib.sh', 'INLINE_DENSE_CACHE="$scratch/cache"', 'UV_CACHE_DIR="$scratch/uv-cache"',
                        'PIP_CACHE_DIR="$scratch/pip-cache"', 'PATH="$no_compiler:$PATH"', 'bash tools/setup_env.sh'):
             assert needed in step, (name, needed)
-        assert 'rm -rf .venv' not in step and '.venv/bin' not in step, name
+        assert 'rm -rf .venv' not in step, name
+        assert '.venv/bin' not in step, name
         assert subprocess.run(['bash', '-n', str(ci / name)]).returncode == 0
     run = (ci / 'run').read_text(encoding='utf-8')
     assert 'export INLINE_DENSE_VENV="$scratch/venv"' in run
@@ -128,11 +136,13 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
                    'bash .ci/core_only.sh newest'):
         assert needed in py313, needed
     other = (ci / 'other_stack.sh').read_text(encoding='utf-8')
-    assert '-m pytest -q -n auto --maxschedchunk 1 tests' in other and '${OTHER_STACK:-onedl}' in other
-    assert ' -m "not slow"' not in other and "-m 'not slow'" not in other
+    assert '-m pytest -q -n auto --maxschedchunk 1 tests' in other
+    assert '${OTHER_STACK:-onedl}' in other
+    assert ' -m "not slow"' not in other
+    assert "-m 'not slow'" not in other
 
 
-def test_the_ci_finds_the_pythons_pyproject_admits(tmp_path):
+def test_the_ci_finds_the_pythons_pyproject_admits():
     code = 'source .ci/lib.sh; echo "$(python_floor) $(python_newest)"; find_python "$(python_floor)"'
     proc = subprocess.run(['bash', '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     floor_newest, found = proc.stdout.splitlines()[:2]

@@ -26,7 +26,7 @@ def test_a_work_dir_that_is_a_file(tool, tmp_path, load_tool):
     blocker.write_text('not a directory')
     args = [RETINANET_TOY] + ([str(tmp_path / 'c.pth')] if tool == 'test' else [])
     with pytest.raises(ToolInputError, match='results is a file; the logs and checkpoints need a directory'):
-        load_tool(tool).main(args + ['--work-dir', str(blocker)])
+        load_tool(tool).main([*args, '--work-dir', str(blocker)])
     with pytest.raises(ToolInputError, match=f'is inside {blocker}, which is a file'):
         check_work_dir(str(blocker / 'sub'))
     check_work_dir(str(tmp_path / 'new' / 'dir'))  # missing directories are fine: they are created
@@ -44,12 +44,12 @@ def test_option_types_and_misplaced_sections():
                       param_scheduler=[dict(end=3)]))
     check_cfg_options(cfg, {'optim_wrapper.optimizer.lr': 1, 'model.backbone.out_norm': False,
                             'param_scheduler.0.end': 5, 'load_from': 'x.pth', 'randomness.seed': 1})
-    with pytest.raises(ToolInputError, match="the config has no 'optimizer' section; did you mean "
-                                             "optim_wrapper.optimizer.lr"):
+    with pytest.raises(ToolInputError, match=r"the config has no 'optimizer' section; did you mean "
+                                             r"optim_wrapper.optimizer.lr"):
         check_cfg_options(cfg, {'optimizer.lr': 'abc'})
     with pytest.raises(ToolInputError, match=r'out_norm takes a boolean \(true / false\)'):
         check_cfg_options(cfg, {'model.backbone.out_norm': 'no'})
-    with pytest.raises(ToolInputError, match='param_scheduler.0.end takes a number'):
+    with pytest.raises(ToolInputError, match=r'param_scheduler.0.end takes a number'):
         check_cfg_options(cfg, {'param_scheduler.0.end': 'ten'})
 
 
@@ -115,4 +115,5 @@ def test_a_damaged_safetensors_file(tmp_path):
         read_checkpoint(str(broken))
     message = str(info.value)
     assert f"'{broken}' is not a readable PyTorch checkpoint: it is a damaged or incomplete .safetensors" in message
-    assert 'download or save it again' in message and '\n' not in message
+    assert 'download or save it again' in message
+    assert '\n' not in message

@@ -46,8 +46,12 @@ def test_toy_coco_layout_and_annotations(tmp_path):
         for a in ann['annotations']:
             x, y, w, h = a['bbox']
             poly = np.asarray(a['segmentation'][0]).reshape(-1, 2)
-            assert a['iscrowd'] == 0 and len(poly) >= 3
-            assert 0 <= x and 0 <= y and x + w <= 64 and y + h <= 64
+            assert a['iscrowd'] == 0
+            assert len(poly) >= 3
+            assert x >= 0
+            assert y >= 0
+            assert x + w <= 64
+            assert y + h <= 64
             # the box is the polygon's extent and the area lies inside the box
             assert np.allclose([poly[:, 0].min(), poly[:, 1].min()], [x, y], atol=0.02)
             assert 0 < a['area'] <= w * h + 1e-6
@@ -78,11 +82,13 @@ def test_toy_ade_layout_and_labels(tmp_path):
                                                                         range(1, num + 1)]
         for p in labels:
             label = cv2.imread(str(p), cv2.IMREAD_UNCHANGED)
-            assert label.shape == (64, 64) and label.dtype == np.uint8
+            assert label.shape == (64, 64)
+            assert label.dtype == np.uint8
             seen |= set(np.unique(label).tolist())
     # 0 = unlabelled (object outlines), 1..K the classes, as ADE20K
     assert seen <= set(range(len(TOY_ADE_CLASSES) + 1))
-    assert {0, 1, 2} <= seen and len(seen & {3, 4, 5}) >= 2
+    assert {0, 1, 2} <= seen
+    assert len(seen & {3, 4, 5}) >= 2
 
 
 def test_toy_folder_is_kept_forced_or_refused(tmp_path):
@@ -92,7 +98,8 @@ def test_toy_folder_is_kept_forced_or_refused(tmp_path):
     make_toy_coco(str(root), **SMALL)
     assert marker.exists(), 'an existing toy folder is reused, not regenerated'
     make_toy_coco(str(root), force=True, **dict(SMALL, num_train=4))
-    assert not marker.exists() and read_stamp(str(root))['num_train'] == 4
+    assert not marker.exists()
+    assert read_stamp(str(root))['num_train'] == 4
     other = tmp_path / 'real_coco'
     other.mkdir()
     with pytest.raises(FileExistsError, match='not made by the toy data generator'):
@@ -109,7 +116,8 @@ def test_make_toy_data_tool(tmp_path, capsys):
     make_toy_data.main(['ade', '--root', str(tmp_path / 'ade'), '--num-train', '2', '--num-val', '1',
                         '--image-size', '48'])
     out = capsys.readouterr().out
-    assert 'toy ade' in out and '2 train / 1 val images, 48x48' in out
+    assert 'toy ade' in out
+    assert '2 train / 1 val images, 48x48' in out
     assert len(list((tmp_path / 'ade' / 'images' / 'training').glob('*.jpg'))) == 2
     with pytest.raises(SystemExit):
         make_toy_data.main(['--root', str(tmp_path / 'x')])  # --root needs one dataset
@@ -126,13 +134,15 @@ def test_toy_datasets_generate_on_first_use(tmp_path):
                          ann_file='annotations/instances_val2017.json', data_prefix=dict(img='val2017/'),
                          pipeline=[]))
     assert read_stamp(str(coco_root))['kind'] == 'coco'
-    assert len(det) == 2 and det.metainfo['classes'] == TOY_COCO_CLASSES
+    assert len(det) == 2
+    assert det.metainfo['classes'] == TOY_COCO_CLASSES
     assert {inst['bbox_label'] for i in range(len(det)) for inst in det.get_data_info(i)['instances']} <= {0, 1, 2}
 
     seg = SEG.build(dict(type='mmseg.ToyADE20KDataset', data_root=str(tmp_path / 'toy_ade'), toy_data=SMALL,
                          data_prefix=dict(img_path='images/validation', seg_map_path='annotations/validation'),
                          pipeline=[dict(type='mmseg.LoadAnnotations', reduce_zero_label=True)]))
-    assert len(seg) == 2 and seg.metainfo['classes'] == TOY_ADE_CLASSES
+    assert len(seg) == 2
+    assert seg.metainfo['classes'] == TOY_ADE_CLASSES
     labels = np.unique(seg[0]['gt_seg_map'])
     assert set(labels.tolist()) <= set(range(len(TOY_ADE_CLASSES))) | {255}
     assert 255 in labels, 'ADE20K convention: 0 (unlabelled) becomes the ignore index'
@@ -144,14 +154,16 @@ def test_toy_config_codebase_and_model(name):
     codebase, detector, backbone = TOY_CONFIGS[name]
     cfg = launch.load_config(str(TOY / name))
     assert launch.detect_codebase(cfg) == codebase
-    assert cfg.model.type == detector and cfg.model.backbone.type == backbone
+    assert cfg.model.type == detector
+    assert cfg.model.backbone.type == backbone
     assert cfg.model.backbone.init_cfg is None
-    assert 'inline_dense.openmmlab' in cfg.custom_imports.imports and not cfg.custom_imports.allow_failed_imports
+    assert 'inline_dense.openmmlab' in cfg.custom_imports.imports
+    assert not cfg.custom_imports.allow_failed_imports
     metric = cfg.test_evaluator.type
     assert metric == ('CocoMetric' if codebase == 'mmdet' else 'IoUMetric')
 
 
-def test_codebase_from_model_type_and_unknown(tmp_path):
+def test_codebase_from_model_type_and_unknown():
     from mmengine.config import Config
     cfg = Config(dict(model=dict(type='EncoderDecoder')))
     assert launch.detect_codebase(cfg) == 'mmseg'
@@ -170,9 +182,12 @@ def test_missing_config_is_a_clear_error(tmp_path):
 def test_train_options(monkeypatch):
     monkeypatch.delenv('LOCAL_RANK', raising=False)
     args = train_tool.parse_args(['c.py', '--resume', '--local-rank', '3'])
-    assert args.resume == 'auto' and os.environ['LOCAL_RANK'] == '3'
+    assert args.resume == 'auto'
+    assert os.environ['LOCAL_RANK'] == '3'
     args = train_tool.parse_args(['c.py', '--resume', 'w/iter_4.pth', '--amp', '--cfg-options', 'a.b=1'])
-    assert args.resume == 'w/iter_4.pth' and args.amp and args.cfg_options == {'a.b': 1}
+    assert args.resume == 'w/iter_4.pth'
+    assert args.amp
+    assert args.cfg_options == {'a.b': 1}
     assert train_tool.parse_args(['c.py']).resume is None
 
 
@@ -196,7 +211,7 @@ def _optim_cfg(**wrapper):
     return Config(dict(optim_wrapper=dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=1e-3), **wrapper)))
 
 
-@pytest.mark.parametrize('device, user_dtype, want_type, want_dtype, want_scale', [
+@pytest.mark.parametrize(('device', 'user_dtype', 'want_type', 'want_dtype', 'want_scale'), [
     ('cpu', None, 'CpuAmpOptimWrapper', 'bfloat16', None),
     ('cuda', None, 'AmpOptimWrapper', 'float16', 'dynamic'),
     ('cuda', 'bfloat16', 'AmpOptimWrapper', 'bfloat16', None),
@@ -209,7 +224,8 @@ def test_amp_settings(monkeypatch, device, user_dtype, want_type, want_dtype, wa
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     cfg = _optim_cfg(**({'dtype': user_dtype} if user_dtype else {}))
     train_tool.enable_amp(cfg)
-    assert cfg.optim_wrapper.type == want_type and cfg.optim_wrapper.dtype == want_dtype
+    assert cfg.optim_wrapper.type == want_type
+    assert cfg.optim_wrapper.dtype == want_dtype
     assert cfg.optim_wrapper.get('loss_scale') == want_scale
 
 
@@ -224,10 +240,13 @@ def test_amp_on_a_cpu_without_native_bf16_says_so_and_trains_float32(monkeypatch
     train_tool.enable_amp(cfg)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[amp]')]
     if native:
-        assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper' and not lines
+        assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper'
+        assert not lines
     else:
-        assert cfg.optim_wrapper.type == 'OptimWrapper' and 'dtype' not in cfg.optim_wrapper
-        assert len(lines) == 1 and 'runs float32' in lines[0]
+        assert cfg.optim_wrapper.type == 'OptimWrapper'
+        assert 'dtype' not in cfg.optim_wrapper
+        assert len(lines) == 1
+        assert 'runs float32' in lines[0]
 
 
 def test_amp_float16_on_cpu_is_refused(monkeypatch):
@@ -248,11 +267,12 @@ def test_amp_on_cpu_refuses_two_stage_detectors_with_compiled_mmcv(monkeypatch):
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     monkeypatch.setattr(train_tool, 'uses_stand_in', lambda: False)
     cfg = launch.load_config(str(TOY / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py'))
-    with pytest.raises(ValueError, match='no bfloat16 version.*train this model without --amp'):
+    with pytest.raises(ValueError, match=r'no bfloat16 version.*train this model without --amp'):
         train_tool.enable_amp(cfg)
     monkeypatch.setattr(train_tool, 'uses_stand_in', lambda: True)
     train_tool.enable_amp(cfg)
-    assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper' and cfg.optim_wrapper.dtype == 'bfloat16'
+    assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper'
+    assert cfg.optim_wrapper.dtype == 'bfloat16'
     cfg = launch.load_config(str(TOY / 'retinanet_inline-pvt-mini_fpn_toy-coco.py'))
     train_tool.enable_amp(cfg)
     assert cfg.optim_wrapper.type == 'CpuAmpOptimWrapper'
@@ -285,11 +305,13 @@ def test_cpu_distributed_settings(monkeypatch):
         launch.adapt_to_cpu(cfg)
     assert cfg.env_cfg.dist_cfg.backend == 'gloo'
     assert cfg.model_wrapper_cfg.device_ids is None
-    assert cfg.model.decode_head.norm_cfg.type == 'BN' and cfg.model.auxiliary_head[0].norm_cfg.type == 'BN'
+    assert cfg.model.decode_head.norm_cfg.type == 'BN'
+    assert cfg.model.auxiliary_head[0].norm_cfg.type == 'BN'
     assert started == [cfg.env_cfg.dist_cfg], 'the gloo process group is started before the Runner'
     single = Config(dict(launcher='none', model=model, env_cfg=dict(dist_cfg=dict(backend='nccl'))))
     launch.adapt_to_cpu(single)
-    assert single.env_cfg.dist_cfg.backend == 'nccl' and 'model_wrapper_cfg' not in single
+    assert single.env_cfg.dist_cfg.backend == 'nccl'
+    assert 'model_wrapper_cfg' not in single
     with pytest.raises(ValueError, match='torchrun'):
         launch.adapt_to_cpu(Config(dict(launcher='slurm', model=model)))
 
@@ -297,7 +319,7 @@ def test_cpu_distributed_settings(monkeypatch):
 def test_cpu_process_group_needs_torchrun_env(monkeypatch):
     for key in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'):
         monkeypatch.delenv(key, raising=False)
-    with pytest.raises(RuntimeError, match='dist_train.sh'):
+    with pytest.raises(RuntimeError, match=r'dist_train.sh'):
         launch.init_cpu_process_group({'backend': 'gloo'})
 
 
@@ -305,4 +327,5 @@ def test_dist_scripts_usage():
     import subprocess
     for script in ('dist_train.sh', 'dist_test.sh'):
         res = subprocess.run(['bash', str(ROOT / 'tools' / script)], capture_output=True, text=True)
-        assert res.returncode == 2 and 'usage' in res.stderr
+        assert res.returncode == 2
+        assert 'usage' in res.stderr

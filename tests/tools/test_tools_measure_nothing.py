@@ -25,7 +25,9 @@ def test_benchmark_refuses_cuda_without_cuda(device, monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
         import_tool('benchmark').parse_args(['--models', 'inline-swin-t', '--device', device])
     err = capsys.readouterr().err.strip().splitlines()
-    assert info.value.code == 2 and 'sees no CUDA GPU' in err[-1] and '--device cpu' in err[-1]
+    assert info.value.code == 2
+    assert 'sees no CUDA GPU' in err[-1]
+    assert '--device cpu' in err[-1]
 
 
 def test_benchmark_refuses_a_device_that_is_none(capsys):
@@ -50,7 +52,8 @@ def test_benchmark_exits_non_zero_when_every_job_failed(tmp_path, monkeypatch, c
 def test_mmseg_mask2former_is_refused_in_one_line():
     with pytest.raises(UnsupportedConfigModel, match=r'Mask2FormerHead\.forward needs batch_data_samples') as info:
         ConfigModel(M2F_ADE)
-    assert len(str(info.value).splitlines()) == 1 and 'UPerNet' in str(info.value)
+    assert len(str(info.value).splitlines()) == 1
+    assert 'UPerNet' in str(info.value)
     assert ConfigModel(UPERNET).eval()(torch.zeros(1, 3, 64, 64)).shape[1] > 0  # a logits head still runs
 
 
@@ -60,7 +63,9 @@ def test_export_onnx_refuses_mask2former_before_exporting(tmp_path, capsys, monk
     monkeypatch.setattr(onnx_export, 'export_onnx', lambda *a, **k: pytest.fail('an export was tried'))
     assert tool.main([M2F_ADE, '--out', str(tmp_path / 'm2f.onnx')]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'Mask2FormerHead' in err[0] and not (tmp_path / 'm2f.onnx').exists()
+    assert len(err) == 1
+    assert 'Mask2FormerHead' in err[0]
+    assert not (tmp_path / 'm2f.onnx').exists()
 
 
 def test_get_flops_refuses_mask2former():
@@ -74,4 +79,5 @@ def test_benchmark_on_mask2former_exits_non_zero(tmp_path):
                            '--resolutions', '64x64', '--modes', 'infer', '--runs', '1', '--warmup', '0',
                            '--out', str(tmp_path / 'b.json'), '--no-plot'], capture_output=True, text=True,
                           timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert proc.returncode == 1 and 'Mask2FormerHead.forward needs' in proc.stderr.splitlines()[-1]
+    assert proc.returncode == 1
+    assert 'Mask2FormerHead.forward needs' in proc.stderr.splitlines()[-1]

@@ -57,9 +57,12 @@ def test_test_tool_refuses_another_models_checkpoint(retinanet_checkpoint, tmp_p
                         '--cfg-options', *SMALL_TOY])
     message = str(info.value)
     assert f'{retinanet_checkpoint} does not fit MaskRCNN' in message
-    assert "of the model's" in message and 'weights missing from the checkpoint (backbone ' in message
-    assert 'roi_head.' in message and 'rpn_head.' in message
-    assert 'in the checkpoint that the model does not have (backbone ' in message and 'bbox_head.' in message
+    assert "of the model's" in message
+    assert 'weights missing from the checkpoint (backbone ' in message
+    assert 'roi_head.' in message
+    assert 'rpn_head.' in message
+    assert 'in the checkpoint that the model does not have (backbone ' in message
+    assert 'bbox_head.' in message
     assert '--allow-partial-load' in message
 
 
@@ -112,7 +115,8 @@ def test_a_missing_dataset_is_one_clear_message(tmp_path, monkeypatch):
     for fragment in ('data/coco/ does not exist', 'train_dataloader.dataset', 'instances_{train,val}2017.json',
                      'cocodataset.org', 'train_dataloader.dataset.data_root'):
         assert fragment in message, fragment
-    assert '--cfg-options' not in message and 'tools/train.py' not in message
+    assert '--cfg-options' not in message
+    assert 'tools/train.py' not in message
     with pytest.raises(SystemExit) as exit_info:
         run_tool(lambda: train_tool.main([COCO_RECIPE, '--work-dir', str(tmp_path / 'w')]), train_tool.USER_ERRORS)
     said = str(exit_info.value.code)
@@ -127,7 +131,8 @@ def test_a_missing_dataset_from_the_command_line_has_no_traceback(tmp_path):
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get('PYTHONPATH', '')))
     assert proc.returncode == 1
-    assert 'Traceback' not in proc.stderr and 'error: data/coco/ does not exist' in proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert 'error: data/coco/ does not exist' in proc.stderr
 
 
 def test_resume_finds_the_work_directorys_own_checkpoint(tmp_path):
@@ -160,14 +165,15 @@ def test_rng_states_survive_a_checkpoint(tmp_path):
     expected = random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn()
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
     state = torch.load(tmp_path / 'c.pth', weights_only=True)['inline_rng']
-    assert state['seed'] == 7 and state['sampler_seed'] == 11
+    assert state['seed'] == 7
+    assert state['sampler_seed'] == 11
     restore_rng_state(state)
     assert (random.random(), np.random.rand(), torch.rand(1).item(), np.random.randn()) == expected
 
 
 def test_private_mmengine_attributes_are_guarded(monkeypatch):
     check_mmengine_version()  # the pinned one
-    with pytest.raises(UnsupportedMmengine, match='mmengine 0.11.0 is installed.*mmengine==0.10.7'):
+    with pytest.raises(UnsupportedMmengine, match=r'mmengine 0.11.0 is installed.*mmengine==0.10.7'):
         check_mmengine_version('0.11.0')
     monkeypatch.setattr(mmengine, '__version__', '1.0.0')
     for hook in (AtomicCheckpointHook, DeterministicResumeHook):

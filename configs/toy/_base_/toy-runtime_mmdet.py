@@ -4,7 +4,7 @@ _base_ = ['../../_base_/inline_runtime_mmdet.py', './toy-schedule.py']
 
 # the runtime base's imports, plus the module that registers the toy datasets
 custom_imports = dict(_base_.custom_imports,
-                      imports=_base_.custom_imports.imports + ['inline_dense.openmmlab.toy_datasets'])
+                      imports=[*_base_.custom_imports.imports, 'inline_dense.openmmlab.toy_datasets'])
 
 optim_wrapper = dict(optimizer=dict(weight_decay=0.05), clip_grad=dict(max_norm=10.0, norm_type=2))
 param_scheduler = [

@@ -1,11 +1,10 @@
 """The authors' InLine-CSwin checkpoint layout -> ours: a pure function of the state dict."""
 import re
-from typing import List, Tuple
 
 from ...typing import StateDict
 
 
-def convert_authors_layout(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+def convert_authors_layout(state_dict: StateDict) -> tuple[StateDict, list[str]]:
     """Authors' InLine-CSwin keys -> ours. Pure function of the state dict.
 
     ``stage1_conv_embed.{0,2}`` -> ``stem.{conv,norm}``; ``merge{i}`` -> ``stages.{i}.merge``;

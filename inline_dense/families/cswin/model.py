@@ -1,5 +1,6 @@
 """InLine-CSwin: CSwin Transformer whose InLine blocks attend over the whole feature map."""
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -26,7 +27,7 @@ class ConvDownsample(nn.Module):
         self.conv = nn.Conv2d(in_dims, out_dims, kernel, stride=stride, padding=padding)
         self.norm = nn.LayerNorm(out_dims)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
         x = self.conv(x)
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
@@ -34,18 +35,18 @@ class ConvDownsample(nn.Module):
 class CSwinStage(nn.Module):
     """A convolutional merge into the stage (but the first), then its blocks."""
 
-    def __init__(self, merge: Optional[ConvDownsample], blocks: List[TransformerBlock]) -> None:
+    def __init__(self, merge: ConvDownsample | None, blocks: list[TransformerBlock]) -> None:
         super().__init__()
         self.merge = merge
         self.blocks = nn.ModuleList(blocks)
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """Tokens (B, N, C) of grid ``hw`` -> this stage's tokens and grid (the merge, if any)."""
         if self.merge is None:
             return x, hw
         return self.merge(x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]))
 
-    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+    def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         return x, hw
 
 
@@ -89,9 +90,9 @@ class InLineCSwin(InLineBackboneBase):
     if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
         stem: ConvDownsample
 
-    def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
-                 depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
-                 split_size: Union[int, Sequence[int], None] = None, attn_type: Optional[str] = None,
+    def __init__(self, arch: str | dict = 'tiny', embed_dims: int | None = None,
+                 depths: Sequence[int] | None = None, num_heads: Sequence[int] | None = None,
+                 split_size: int | Sequence[int] | None = None, attn_type: str | None = None,
                  mlp_ratio: float = 4.0, qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto',
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3), out_norm: bool = True,
@@ -124,7 +125,7 @@ class InLineCSwin(InLineBackboneBase):
             stages.append(CSwinStage(merge, blocks))
         super().__init__(settings, dict(stem=stem), stages, strides=[4 * 2 ** i for i in range(n)])
 
-    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return self.stem(padding.pad_to_multiple(x, 4))  # a multiple of 4 first, so that the grid is ceil(H / 4)
 
     convert_pretrained = staticmethod(convert_authors_layout)

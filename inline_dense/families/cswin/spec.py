@@ -1,11 +1,10 @@
 """InLine-CSwin: CSwin Transformer whose InLine blocks attend over the whole feature map (its facts,
 as plain data)."""
-from typing import Tuple
 
 from ..spec import Configs, FamilySpec, Fixture, Head, Output, Preset, Weights, stage_outputs, tsinghua
 
 
-def outputs(arch: Preset) -> Tuple[Output, ...]:
+def outputs(arch: Preset) -> tuple[Output, ...]:
     return stage_outputs(arch, [4 * 2 ** i for i in range(len(arch['depths']))])  # a stride-4 stem, then merges
 
 

@@ -10,7 +10,7 @@ is added to the attention output.
 Any H x W works: the grid is zero-padded to whole stripes, padded keys are masked out,
 and the output is cropped back. Batch padding (``valid_mask``) is treated the same way.
 """
-from typing import Final, List, Optional, Tuple
+from typing import Final
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +23,7 @@ from ...layers.windows import window_partition, window_reverse
 from ...typing import HW
 
 # a branch's window (rows, cols); None spans that whole side of the grid
-Stripe = Tuple[Optional[int], Optional[int]]
+Stripe = tuple[int | None, int | None]
 
 
 @fx_leaf
@@ -68,26 +68,26 @@ class CSwinStripeAttention(nn.Module):
     def extra_repr(self) -> str:
         return f'split_size={self.split_size}, num_branches={self.num_branches}'
 
-    def stripes(self) -> List[Stripe]:
+    def stripes(self) -> list[Stripe]:
         """Per branch, its window's (rows, cols); None spans that whole side of the grid."""
         if self.num_branches == 1:
             return [(None, None)]
         return [(None, self.split_size), (self.split_size, None)]
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape
         qkv = self.qkv(x)
-        valid: Optional[torch.Tensor] = None
+        valid: torch.Tensor | None = None
         if valid_mask is not None:
             qkv = qkv * valid_mask.unsqueeze(-1).to(qkv.dtype)  # padded v is 0, as beyond an image's border
             valid = valid_mask.view(b, h, w)
         q, k, v = qkv.view(b, h, w, 3, c).unbind(3)
         cb = c // self.num_branches
         stripes = self.stripes()
-        outs: List[torch.Tensor] = []
+        outs: list[torch.Tensor] = []
         for i, get_v in enumerate(self.get_v):  # a loop over the module list: TorchScript indexes none
             lo, hi = i * cb, (i + 1) * cb
             outs.append(self.branch(q[..., lo:hi], k[..., lo:hi], v[..., lo:hi], stripes[i],
@@ -96,7 +96,7 @@ class CSwinStripeAttention(nn.Module):
         return self.proj_drop(self.proj(out.reshape(b, n, c)))
 
     def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stripe: Stripe, lepe_weight: torch.Tensor,
-               lepe_bias: Optional[torch.Tensor], valid: Optional[torch.Tensor]) -> torch.Tensor:
+               lepe_bias: torch.Tensor | None, valid: torch.Tensor | None) -> torch.Tensor:
         """q, k, v (B, H, W, c) of one branch -> (B, H, W, c): softmax in the ``stripe`` windows + LePE
         (the branch's ``get_v``, a 3x3 depthwise conv given by its weight and bias)."""
         b, h, w, c = q.shape
@@ -119,7 +119,7 @@ class CSwinStripeAttention(nn.Module):
         d = c // heads
         qw, kw, vw = window_partition(q, win), window_partition(k, win), window_partition(v, win)
         n_win = qw.shape[0]  # B * windows per image; spelled out below, no -1 (see window_partition)
-        mask: Optional[torch.Tensor] = None
+        mask: torch.Tensor | None = None
         if padded or valid is not None:
             key_valid = torch.zeros(b, hp, wp, 1, dtype=q.dtype, device=q.device)
             if valid is None:

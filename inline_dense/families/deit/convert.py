@@ -1,11 +1,10 @@
 """The authors' InLine-DeiT checkpoint layout -> ours: a pure function of the state dict."""
 import re
-from typing import List, Tuple
 
 from ...typing import StateDict
 
 
-def convert_authors_layout(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+def convert_authors_layout(state_dict: StateDict) -> tuple[StateDict, list[str]]:
     """Authors' InLine-DeiT keys -> ours. Pure function of the state dict.
 
     ``cls_token`` / ``pos_embed`` -> ``patch_embed.…`` (the stem holds them); ``blocks.i.…`` ->

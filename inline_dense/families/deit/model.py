@@ -1,5 +1,6 @@
 """InLine-DeiT: a plain ViT whose every block attends globally with InLine attention."""
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -39,7 +40,7 @@ class DeiTEmbed(nn.Module):
         self.pos_embed = nn.Parameter(torch.zeros(1, 1 + pos_hw[0] * pos_hw[1], dims))
         self.drop = nn.Dropout(drop_rate)
 
-    def forward(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def forward(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
         x = self.proj(padding.pad_to_multiple(x, self.patch))
         hw = (x.shape[2], x.shape[3])
         # token-major once here: the blocks' adds keep their input's layout, and every LayerNorm would copy
@@ -60,10 +61,10 @@ class DeiTBlock(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList([block])
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return x, hw
 
-    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+    def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         return x, hw
 
 
@@ -98,9 +99,9 @@ class InLineDeiT(InLineBackboneBase):
     if TYPE_CHECKING:  # set by InLineBackboneBase from the stem; TorchScript refuses module annotations
         patch_embed: DeiTEmbed
 
-    def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
-                 depth: Optional[int] = None, num_heads: Optional[int] = None,
-                 pretrain_img_size: Optional[Union[int, Sequence[int]]] = None, patch_size: int = 16,
+    def __init__(self, arch: str | dict = 'tiny', embed_dims: int | None = None,
+                 depth: int | None = None, num_heads: int | None = None,
+                 pretrain_img_size: int | Sequence[int] | None = None, patch_size: int = 16,
                  mlp_ratio: float = 4.0, qkv_bias: bool = True, with_cls_token: bool = True,
                  kernel: str = 'identity', attn_impl: str = 'auto', in_channels: int = 3, drop_rate: float = 0.0,
                  attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1, out_indices: Sequence[int] = (-1,),
@@ -147,7 +148,7 @@ class InLineDeiT(InLineBackboneBase):
     def min_input_size(self) -> int:
         return self.patch_size
 
-    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
         return self.patch_embed(x, valid_hw)
 
     convert_pretrained = staticmethod(convert_authors_layout)

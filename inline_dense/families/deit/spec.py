@@ -1,12 +1,11 @@
 """InLine-DeiT: a plain ViT (DeiT) whose every block is global InLine attention (its facts, as plain data)."""
-from typing import Tuple
 
 from ..spec import Configs, FamilySpec, Fixture, Groups, Head, Output, Preset, Weights, tsinghua
 
 PATCH_SIZE = 16  # the model's default patch_size: every block's map has stride 16
 
 
-def outputs(arch: Preset) -> Tuple[Output, ...]:
+def outputs(arch: Preset) -> tuple[Output, ...]:
     """One output per block (mmseg's ViT ``out_indices`` convention), all at the patch stride."""
     return tuple(Output(arch['embed_dims'], PATCH_SIZE) for _ in range(arch['depth']))
 

@@ -1,13 +1,12 @@
 """The authors' InLine-PVT checkpoint layout -> ours: a pure function of the state dict."""
 import re
-from typing import List, Tuple
 
 import torch
 
 from ...typing import StateDict
 
 
-def convert_authors_layout(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+def convert_authors_layout(state_dict: StateDict) -> tuple[StateDict, list[str]]:
     """Authors' InLine-PVT keys -> ours. Pure function of the state dict.
 
     ``patch_embed{s}`` / ``pos_embed{s}`` / ``block{s}.j`` -> ``stages.{s-1}.…``; in InLine

@@ -1,6 +1,6 @@
 """InLine-PVT: Pyramid Vision Transformer whose InLine stages attend globally."""
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -19,7 +19,7 @@ from .sr_attention import SRAttention
 class PVTStage(nn.Module):
     """Conv patch embedding + LayerNorm, learned position embedding, blocks."""
 
-    def __init__(self, in_dims: int, dims: int, patch: int, pos_hw: HW, blocks: List[TransformerBlock],
+    def __init__(self, in_dims: int, dims: int, patch: int, pos_hw: HW, blocks: list[TransformerBlock],
                  drop_rate: float) -> None:
         super().__init__()
         self.patch = patch
@@ -31,16 +31,16 @@ class PVTStage(nn.Module):
         self.pos_drop = nn.Dropout(drop_rate)
         self.blocks = nn.ModuleList(blocks)
 
-    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+    def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         """Tokens (B, N, C) -> the map (B, C, H, W) the next stage's patch embedding takes."""
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]), hw
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """The map (B, C_in, H, W) (the image, or the previous stage's) -> tokens, grid (``embed``)."""
         return self.embed(x, valid_hw, stride)
 
-    def embed(self, x: torch.Tensor, valid_hw: Optional[List[HW]] = None,
-              stride: int = 1) -> Tuple[torch.Tensor, HW]:
+    def embed(self, x: torch.Tensor, valid_hw: list[HW] | None = None,
+              stride: int = 1) -> tuple[torch.Tensor, HW]:
         """(B, C_in, H, W) -> tokens (B, N, C) with position embedding, and the grid size.
 
         ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
@@ -72,12 +72,12 @@ class InLinePVT(InLineBackboneBase):
 
     trunc_normal_parameters = ('pos_embed',)
 
-    def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[Sequence[int]] = None,
-                 depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
-                 mlp_ratios: Optional[Sequence[float]] = None, attn_type: str = 'IIII',
+    def __init__(self, arch: str | dict = 'tiny', embed_dims: Sequence[int] | None = None,
+                 depths: Sequence[int] | None = None, num_heads: Sequence[int] | None = None,
+                 mlp_ratios: Sequence[float] | None = None, attn_type: str = 'IIII',
                  sr_ratios: Sequence[int] = (8, 4, 2, 1), qkv_bias: bool = True, kernel: str = 'identity',
                  attn_impl: str = 'auto', patch_sizes: Sequence[int] = (4, 2, 2, 2), in_channels: int = 3,
-                 pretrain_img_size: Union[int, Sequence[int]] = 224, drop_rate: float = 0.0,
+                 pretrain_img_size: int | Sequence[int] = 224, drop_rate: float = 0.0,
                  attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
                  out_norm: bool = True, frozen_stages: int = -1, with_cp: bool = False) -> None:
         name = type(self).__name__
@@ -108,7 +108,7 @@ class InLinePVT(InLineBackboneBase):
             in_dims = dims[i]
         super().__init__(settings, {}, stages, strides)  # no stem: each stage embeds its input
 
-    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         return x, (x.shape[2], x.shape[3])  # each stage embeds its own input
 
     convert_pretrained = staticmethod(convert_authors_layout)

@@ -1,13 +1,12 @@
 """InLine-PVT: Pyramid Vision Transformer whose InLine stages attend globally (its facts, as plain data)."""
 import math
-from typing import Tuple
 
 from ..spec import Baseline, Configs, FamilySpec, Fixture, Head, Output, Preset, Weights, stage_outputs, tsinghua
 
 PATCH_SIZES = (4, 2, 2, 2)  # the model's default patch_sizes: stage i has stride prod(PATCH_SIZES[:i + 1])
 
 
-def outputs(arch: Preset) -> Tuple[Output, ...]:
+def outputs(arch: Preset) -> tuple[Output, ...]:
     return stage_outputs(arch, [math.prod(PATCH_SIZES[:i + 1]) for i in range(len(arch['depths']))])
 
 

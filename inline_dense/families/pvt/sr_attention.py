@@ -1,5 +1,4 @@
 """Softmax attention with spatial reduction of keys/values (PVT's 'S' stages)."""
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +27,8 @@ class SRAttention(nn.Module):
         self.sr_ratio = sr_ratio
         self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
         self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
-        self.sr: Optional[nn.Conv2d] = None  # sr_ratio 1: keys from the tokens themselves
-        self.norm: Optional[nn.LayerNorm] = None
+        self.sr: nn.Conv2d | None = None  # sr_ratio 1: keys from the tokens themselves
+        self.norm: nn.LayerNorm | None = None
         if sr_ratio > 1:
             self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, stride=sr_ratio)
             self.norm = nn.LayerNorm(embed_dims)
@@ -37,8 +36,8 @@ class SRAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
@@ -54,7 +53,7 @@ class SRAttention(nn.Module):
                 key_valid = reduced_valid_mask(valid_mask.view(b, hw_shape[0], hw_shape[1]), self.sr_ratio,
                                                (grid.shape[2], grid.shape[3]))
         k, v = self.kv(src).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
-        attn_mask: Optional[torch.Tensor] = None
+        attn_mask: torch.Tensor | None = None
         if key_valid is not None:
             attn_mask = torch.zeros(b, 1, 1, k.shape[2], dtype=q.dtype, device=q.device)
             attn_mask = attn_mask.masked_fill(~key_valid.view(b, 1, 1, -1), float('-inf'))

@@ -1,11 +1,10 @@
 """The authors' InLine-Swin checkpoint layout -> ours: a pure function of the state dict."""
 import re
-from typing import List, Tuple
 
 from ...typing import StateDict
 
 
-def convert_authors_layout(state_dict: StateDict) -> Tuple[StateDict, List[str]]:
+def convert_authors_layout(state_dict: StateDict) -> tuple[StateDict, list[str]]:
     """Authors' InLine-Swin keys -> ours. Pure function of the state dict.
 
     ``layers.i`` -> ``stages.i``; softmax blocks (those with a relative position bias

@@ -1,5 +1,6 @@
 """InLine-Swin: Swin Transformer whose InLine blocks attend globally."""
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(in_channels, dims, patch, stride=patch)
         self.norm = nn.LayerNorm(dims)
 
-    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, HW]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
         x = self.proj(x)
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
@@ -42,7 +43,7 @@ class PatchMerging(nn.Module):
         self.norm = nn.LayerNorm(4 * in_dims)
         self.reduction = nn.Linear(4 * in_dims, out_dims, bias=False)
 
-    def forward(self, x: torch.Tensor, hw_shape: HW) -> Tuple[torch.Tensor, HW]:
+    def forward(self, x: torch.Tensor, hw_shape: HW) -> tuple[torch.Tensor, HW]:
         b, _, c = x.shape
         h, w = hw_shape
         grid = pad_grid_to_even(x.view(b, h, w, c))
@@ -64,16 +65,16 @@ def pad_grid_to_even(grid: torch.Tensor) -> torch.Tensor:
 class SwinStage(nn.Module):
     """A stage's blocks, then (but the last stage) the patch merging into the next."""
 
-    def __init__(self, blocks: List[TransformerBlock], downsample: Optional[PatchMerging]) -> None:
+    def __init__(self, blocks: list[TransformerBlock], downsample: PatchMerging | None) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
         self.downsample = downsample
 
-    def enter(self, x: torch.Tensor, hw: HW, valid_hw: Optional[List[HW]], stride: int) -> Tuple[torch.Tensor, HW]:
+    def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """Tokens (B, N, C) of grid ``hw``, unchanged: the previous stage merged them."""
         return x, hw
 
-    def leave(self, x: torch.Tensor, hw: HW) -> Tuple[torch.Tensor, HW]:
+    def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         """(B, N, C), padding zeroed -> the next stage's tokens and grid (patch merging)."""
         if self.downsample is None:
             return x, hw
@@ -110,9 +111,9 @@ class InLineSwin(InLineBackboneBase):
         patch_embed: PatchEmbed
         drop_after_pos: nn.Dropout
 
-    def __init__(self, arch: Union[str, dict] = 'tiny', embed_dims: Optional[int] = None,
-                 depths: Optional[Sequence[int]] = None, num_heads: Optional[Sequence[int]] = None,
-                 attn_type: Optional[str] = None, window_size: int = 7, mlp_ratio: float = 4.0,
+    def __init__(self, arch: str | dict = 'tiny', embed_dims: int | None = None,
+                 depths: Sequence[int] | None = None, num_heads: Sequence[int] | None = None,
+                 attn_type: str | None = None, window_size: int = 7, mlp_ratio: float = 4.0,
                  qkv_bias: bool = True, kernel: str = 'identity', attn_impl: str = 'auto', patch_size: int = 4,
                  in_channels: int = 3, drop_rate: float = 0.0, attn_drop_rate: float = 0.0,
                  drop_path_rate: float = 0.1, out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -141,7 +142,7 @@ class InLineSwin(InLineBackboneBase):
         super().__init__(settings, stem, stages, strides=[patch_size * 2 ** i for i in range(n)])
         self.patch_size = patch_size
 
-    def embed_input(self, x: torch.Tensor, valid_hw: Optional[List[HW]]) -> Tuple[torch.Tensor, HW]:
+    def embed_input(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         tokens, hw = self.patch_embed(padding.pad_to_multiple(x, self.patch_size))
         return self.drop_after_pos(tokens), hw
 

@@ -1,12 +1,11 @@
 """InLine-Swin: Swin Transformer whose InLine blocks attend globally (its facts, as plain data)."""
-from typing import Tuple
 
 from ..spec import Baseline, Configs, FamilySpec, Fixture, Head, Output, Preset, Weights, stage_outputs, tsinghua
 
 PATCH_SIZE = 4  # the model's default patch_size: stage i has stride 4 * 2^i
 
 
-def outputs(arch: Preset) -> Tuple[Output, ...]:
+def outputs(arch: Preset) -> tuple[Output, ...]:
     return stage_outputs(arch, [PATCH_SIZE * 2 ** i for i in range(len(arch['depths']))])
 
 

@@ -6,7 +6,7 @@ cyclic shift on odd blocks, zero padding to whole windows (padded keys are
 masked out), and crop back. A grid that fits inside one window is attended as
 a single window of its own size, without shift, as the authors' Swin does.
 """
-from typing import Any, Final, List, Optional
+from typing import Any, Final
 
 import torch
 import torch.nn.functional as F
@@ -81,8 +81,8 @@ class WindowMSA(nn.Module):
         n = window_hw[0] * window_hw[1]
         return self.relative_position_bias_table[index.view(-1)].view(n, n, -1).permute(2, 0, 1)
 
-    def forward(self, x: torch.Tensor, window_hw: HW, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        bw, n, c = x.shape
+    def forward(self, x: torch.Tensor, window_hw: HW, mask: torch.Tensor | None = None) -> torch.Tensor:
+        bw, n, _c = x.shape
         qkv = self.qkv(x).view(bw, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # (B*nW, h, n, d)
         bias = self.position_bias(window_hw).unsqueeze(0)  # (1, h, n, n)
@@ -152,15 +152,15 @@ class ShiftWindowMSA(nn.Module):
     def extra_repr(self) -> str:
         return f'window_size={self.window_size}, shift={self.shift}'
 
-    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: Optional[torch.Tensor] = None,
-                residual_input: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw_shape: HW, valid_mask: torch.Tensor | None = None,
+                residual_input: torch.Tensor | None = None) -> torch.Tensor:  # noqa: ARG002
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape
         win = self.window_size
         # traced: never this branch, which a graph would keep for every size (see ``_shift``)
         if not traced() and h <= win and w <= win:  # one window, the grid itself, no shift
-            mask: Optional[torch.Tensor] = None
+            mask: torch.Tensor | None = None
             if valid_mask is not None:
                 mask = torch.zeros(b, 1, n, n, dtype=x.dtype, device=x.device)
                 mask = mask.masked_fill(~valid_mask.view(b, 1, 1, n), self.neg_inf).view(b, n, n)
@@ -174,7 +174,7 @@ class ShiftWindowMSA(nn.Module):
         if traced() and shift > 0:  # the same function as eagerly, one graph for every size
             return self._shift_traced(grid, valid_mask, hw_shape)
 
-        key_valid: Optional[torch.Tensor] = None
+        key_valid: torch.Tensor | None = None
         if traced() or pad_h > 0 or pad_w > 0 or valid_mask is not None:  # traced: no branch on the size
             key_valid = torch.zeros(b, hp, wp, dtype=torch.bool, device=x.device)
             if valid_mask is None:
@@ -188,7 +188,7 @@ class ShiftWindowMSA(nn.Module):
 
         windows = window_partition(grid, win)  # (B*nW, n, C)
         nw = (hp // win) * (wp // win)  # windows per image
-        window_mask: Optional[torch.Tensor] = None
+        window_mask: torch.Tensor | None = None
         if shift > 0:
             window_mask = shift_region_mask((hp, wp), win, shift, x.device)  # (nW, n, n)
         if key_valid is not None:
@@ -208,7 +208,7 @@ class ShiftWindowMSA(nn.Module):
             out = self._one_window_images(x, out, valid_mask, hw_shape)
         return out
 
-    def _shift_traced(self, grid: torch.Tensor, valid_mask: Optional[torch.Tensor], hw_shape: HW) -> torch.Tensor:
+    def _shift_traced(self, grid: torch.Tensor, valid_mask: torch.Tensor | None, hw_shape: HW) -> torch.Tensor:
         """The shifted windows of the padded (B, Hp, Wp, C) ``grid`` of an ``hw_shape`` grid, traced:
         eagerly a grid within one window takes one unshifted window (the branch in ``forward``), which
         a traced graph would keep (or leave out) for every size. Here the shift is a tensor, half a
@@ -255,9 +255,9 @@ class ShiftWindowMSA(nn.Module):
         b, n, c = x.shape
         h, w = hw_shape
         grid_mask = valid_mask.view(b, h, w)
-        rows: List[int] = grid_mask[:, :, 0].sum(1).tolist()
-        cols: List[int] = grid_mask[:, 0, :].sum(1).tolist()
-        small: List[int] = []
+        rows: list[int] = grid_mask[:, :, 0].sum(1).tolist()
+        cols: list[int] = grid_mask[:, 0, :].sum(1).tolist()
+        small: list[int] = []
         for i in range(b):  # a loop, not a filtered comprehension: TorchScript
             if 0 < rows[i] <= self.window_size and 0 < cols[i] <= self.window_size:
                 small.append(i)

@@ -9,7 +9,8 @@ to float32 (integer labels stay as they are) before the evaluator sees them.
 ``tools/test.py --amp`` and ``tools/demo_toy.py --amp`` select them (dtype from
 :func:`inline_dense.runtime.precision.amp_dtype`).
 """
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from mmengine.registry import LOOPS
@@ -32,7 +33,7 @@ def to_float32(obj: Any) -> Any:
     return obj
 
 
-def _dtype(dtype: Union[str, torch.dtype]) -> torch.dtype:
+def _dtype(dtype: str | torch.dtype) -> torch.dtype:
     value = getattr(torch, dtype, None) if isinstance(dtype, str) else dtype
     if not isinstance(value, torch.dtype) or not value.is_floating_point:
         raise ValueError(f'amp loop: dtype {dtype!r} is not a floating-point torch dtype; use bfloat16 or float16')
@@ -67,7 +68,7 @@ class _AutocastIter:
 class AmpTestLoop(_AutocastIter, TestLoop):
     """mmengine's ``TestLoop`` with the model under ``torch.autocast(dtype)`` and float32 predictions."""
 
-    def __init__(self, runner: Any, dataloader: Any, evaluator: Any, dtype: Union[str, torch.dtype] = 'bfloat16'):
+    def __init__(self, runner: Any, dataloader: Any, evaluator: Any, dtype: str | torch.dtype = 'bfloat16'):
         super().__init__(runner, dataloader, evaluator)
         self.autocast_dtype = _dtype(dtype)
 
@@ -76,7 +77,7 @@ class AmpTestLoop(_AutocastIter, TestLoop):
 class AmpValLoop(_AutocastIter, ValLoop):
     """mmengine's ``ValLoop`` with the model under ``torch.autocast(dtype)`` and float32 predictions."""
 
-    def __init__(self, runner: Any, dataloader: Any, evaluator: Any, dtype: Union[str, torch.dtype] = 'bfloat16'):
+    def __init__(self, runner: Any, dataloader: Any, evaluator: Any, dtype: str | torch.dtype = 'bfloat16'):
         super().__init__(runner, dataloader, evaluator)
         self.autocast_dtype = _dtype(dtype)
 

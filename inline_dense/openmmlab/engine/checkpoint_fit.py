@@ -12,7 +12,7 @@ e.g. to fine-tune from a checkpoint with another number of classes.
 """
 import logging
 import re
-from typing import Mapping, Sequence, Tuple
+from collections.abc import Mapping, Sequence
 
 import torch
 from mmengine.hooks import Hook
@@ -34,7 +34,7 @@ class CheckpointMismatch(CheckpointError):
     """The checkpoint's weights do not match the model's."""
 
 
-def revised(state: Mapping[str, torch.Tensor], revise_keys: Sequence[Tuple[str, str]]) -> dict:
+def revised(state: Mapping[str, torch.Tensor], revise_keys: Sequence[tuple[str, str]]) -> dict:
     """The keys as mmengine's ``load_checkpoint`` revises them (default: ``^module.`` removed)."""
     out = dict(state)
     for pattern, repl in revise_keys:

@@ -22,7 +22,7 @@ import os
 import os.path as osp
 import re
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 from mmengine.dist import is_main_process
 from mmengine.fileio.backends import LocalBackend
@@ -36,7 +36,7 @@ from ...checkpoint.atomic import TMP_PREFIX, atomic_write_text, commit
 from .mmengine_compat import check_mmengine_version, runner_private
 
 
-def is_complete_checkpoint(path: Optional[str]) -> bool:
+def is_complete_checkpoint(path: str | None) -> bool:
     """Cheap check that ``path`` is a whole ``torch.save`` file (zip format, readable directory).
 
     A truncated write loses the zip central directory at the end of the file, so opening
@@ -45,7 +45,7 @@ def is_complete_checkpoint(path: Optional[str]) -> bool:
     return bool(path) and osp.isfile(path) and archive_problem(Path(path), thorough=False) is None
 
 
-def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pth') -> Optional[str]:
+def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pth') -> str | None:
     """The complete checkpoint with the highest step named like ``filename_tmpl`` in ``directory``."""
     pattern = re.compile('^' + re.escape(filename_tmpl).replace(r'\{\}', r'(\d+)') + '$')
     found = []
@@ -59,7 +59,7 @@ def newest_complete_checkpoint(directory: str, filename_tmpl: str = 'epoch_{}.pt
     return None
 
 
-def own_checkpoint(work_dir: str) -> Optional[str]:
+def own_checkpoint(work_dir: str) -> str | None:
     """The checkpoint ``work_dir/last_checkpoint`` names (None without a pointer).
 
     mmengine writes an absolute path. When that path is in another directory and ``work_dir``
@@ -83,7 +83,7 @@ class HookOptionError(TypeError):
     """A checkpoint hook option that does not exist (a typo such as ``intervall``)."""
 
 
-def unknown_options_message(hook_name: str, unknown: List[str]) -> str:
+def unknown_options_message(hook_name: str, unknown: list[str]) -> str:
     known = sorted(_HOOK_OPTIONS)
     hints = [f'{name!r}' + (f' (did you mean {close[0]!r}?)' if close else '')
              for name in unknown for close in [difflib.get_close_matches(name, known, 1)]]
@@ -170,7 +170,7 @@ class AtomicCheckpointHook(CheckpointHook):
             if osp.isfile(old):
                 os.remove(old)
 
-    def _update_kept(self, runner, step: int) -> List[int]:
+    def _update_kept(self, runner, step: int) -> list[int]:
         """Adds ``step`` to the kept checkpoints; returns the steps beyond ``max_keep_ckpts``."""
         if self.max_keep_ckpts <= 0:
             return []

@@ -1,6 +1,6 @@
 """Mixed precision on CPU-only machines: ``--amp`` without a GPU."""
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, Union
 
 import torch
 from mmengine.optim import OptimWrapper
@@ -17,7 +17,7 @@ class CpuAmpOptimWrapper(OptimWrapper):
     loss scaling is needed. ``tools/train.py --amp`` selects it on CPU.
     """
 
-    def __init__(self, dtype: Union[str, torch.dtype] = 'bfloat16', **kwargs) -> None:
+    def __init__(self, dtype: str | torch.dtype = 'bfloat16', **kwargs) -> None:
         super().__init__(**kwargs)
         self.cast_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
 

@@ -20,7 +20,8 @@ for COCO 2017's 450 MB train file that is some seconds and its memory, once per 
 import json
 import os.path as osp
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 # Heads that predict one output per class, by their key under ``model`` (mmdet and mmseg).
 CLASS_HEADS = ('bbox_head', 'roi_head.bbox_head', 'roi_head.mask_head', 'decode_head', 'auxiliary_head')
@@ -32,7 +33,7 @@ class DatasetCheckError(ValueError):
     """A dataset that does not fit the model, or whose annotations would all be dropped."""
 
 
-def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
+def _datasets(node: Any, where: str) -> list[tuple[str, dict]]:
     """(config key, dataset dict) of the datasets inside a dataloader's dataset (wrappers included)."""
     if not isinstance(node, dict):
         return []
@@ -45,7 +46,7 @@ def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
     return found
 
 
-def _meta(dataset: dict, registry: Any, name: str) -> Optional[Tuple[str, ...]]:
+def _meta(dataset: dict, registry: Any, name: str) -> tuple[str, ...] | None:
     """A dataset config's ``metainfo[name]``, else its type's ``METAINFO[name]``; None when neither has it."""
     values = (dataset.get('metainfo') or {}).get(name)
     if values is None:
@@ -55,7 +56,7 @@ def _meta(dataset: dict, registry: Any, name: str) -> Optional[Tuple[str, ...]]:
     return tuple(values) if values is not None else None
 
 
-def dataset_classes(dataset: dict, registry: Any) -> Optional[Tuple[str, ...]]:
+def dataset_classes(dataset: dict, registry: Any) -> tuple[str, ...] | None:
     """The class names a dataset config trains on: its ``metainfo.classes``, else its type's
     ``METAINFO['classes']``; None when neither says."""
     return _meta(dataset, registry, 'classes') or None
@@ -68,7 +69,7 @@ def _node(model: dict, key: str) -> Any:
     return node
 
 
-def _heads(model: dict) -> Iterator[Tuple[str, dict]]:
+def _heads(model: dict) -> Iterator[tuple[str, dict]]:
     """('model.<key>', head dict) of every per-class head (cascade stages and lists by index)."""
     for key in (*CLASS_HEADS, *PANOPTIC_HEADS):
         node = _node(model, key)
@@ -78,7 +79,7 @@ def _heads(model: dict) -> Iterator[Tuple[str, dict]]:
                 yield f'model.{key}' + ('' if index is None else f'.{index}'), head
 
 
-def class_settings(model: dict) -> Iterator[Tuple[str, str, int]]:
+def class_settings(model: dict) -> Iterator[tuple[str, str, int]]:
     """(setting, which of the dataset's classes it counts: 'classes' | 'thing_classes' |
     'stuff_classes', its value) of every per-class head in a model config."""
     for where, head in _heads(model):
@@ -90,7 +91,7 @@ def class_settings(model: dict) -> Iterator[Tuple[str, str, int]]:
             yield f'{where}.num_stuff_classes', 'stuff_classes', stuff
 
 
-def expected_counts(dataset: dict, registry: Any) -> Optional[Dict[str, int]]:
+def expected_counts(dataset: dict, registry: Any) -> dict[str, int] | None:
     """The dataset's class counts by kind ('classes', 'thing_classes', 'stuff_classes'): an instance
     dataset's classes are all things; None when the dataset does not say its classes."""
     classes = dataset_classes(dataset, registry)
@@ -156,7 +157,7 @@ def check_class_weights(model: dict) -> None:
                 f'class_weight=[1.0] * {classes} + [0.1].')
 
 
-def annotation_counts(ann_file: str, classes: Sequence[str]) -> Dict[str, int]:
+def annotation_counts(ann_file: str, classes: Sequence[str]) -> dict[str, int]:
     """Counts over a COCO-style annotation file, by mmdet's ``CocoDataset`` parsing rules:
     'total' annotations (those marked ``ignore`` aside), 'degenerate' (under 1 px wide or high,
     zero area, or no overlap with the image), 'unknown' (a ``category_id`` that is none of

@@ -19,7 +19,7 @@ them in place; it is idempotent.
 import functools
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 GUARDED = '_inline_dense_guard'
 

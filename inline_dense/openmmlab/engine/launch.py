@@ -6,7 +6,8 @@ import os
 import os.path as osp
 import sys
 import warnings
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,7 +20,7 @@ REPO_ROOT = str(repo_root())
 CODEBASES = ('mmdet', 'mmseg')
 
 
-def load_config(path: str, cfg_options: Optional[dict] = None):
+def load_config(path: str, cfg_options: dict | None = None):
     """mmengine Config from ``path`` with ``--cfg-options`` merged in."""
     from mmengine.config import Config
     if not osp.isfile(path):
@@ -67,7 +68,7 @@ def setup_codebase(cfg) -> str:
     return codebase
 
 
-def default_work_dir(cfg, config_path: str, work_dir: Optional[str]) -> None:
+def default_work_dir(cfg, config_path: str, work_dir: str | None) -> None:
     """work_dir priority: command line > the config's ``work_dir`` > work_dirs/<config name>."""
     if work_dir is not None:
         cfg.work_dir = work_dir
@@ -172,7 +173,7 @@ DATASET_HELP = {
 }
 
 
-def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
+def _datasets(node: Any, where: str) -> list[tuple[str, dict]]:
     """(config key, dataset dict) of every dataset in a dataloader's dataset, wrappers included."""
     if not isinstance(node, dict):
         return []
@@ -183,7 +184,7 @@ def _datasets(node: Any, where: str) -> List[Tuple[str, dict]]:
     return found
 
 
-def _missing_path(dataset: dict) -> Optional[str]:
+def _missing_path(dataset: dict) -> str | None:
     root = dataset.get('data_root') or ''
     if root and not osp.isdir(root):
         return root
@@ -224,7 +225,7 @@ def command_line_advice(exc: BaseException) -> str:
     return ''
 
 
-def run_tool(main: Callable[[], Any], errors: Tuple[type, ...]) -> None:
+def run_tool(main: Callable[[], Any], errors: tuple[type, ...]) -> None:
     """Runs a tool's ``main``; an error of the ``errors`` types ends it with its message and what to type
     about it (:func:`command_line_advice`), without a traceback (exit 1)."""
     try:

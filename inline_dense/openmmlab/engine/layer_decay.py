@@ -19,7 +19,6 @@ the cls token; the others keep the optimizer's ``weight_decay``. One parameter g
 (layer id, decayed or not).
 """
 import numbers
-from typing import Dict, List, Optional, Set, Tuple
 
 from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
@@ -61,7 +60,7 @@ def layer_id(name: str, num_layers: int) -> int:
     return num_layers + 1
 
 
-def no_decay_names(model: nn.Module) -> Set[str]:
+def no_decay_names(model: nn.Module) -> set[str]:
     """Names of the parameters kept out of weight decay: norms, biases, position embedding, cls token."""
     names = set()
     for module_name, module in model.named_modules():
@@ -76,7 +75,7 @@ def no_decay_names(model: nn.Module) -> Set[str]:
 class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
     """ViTDet's layer-wise lr decay (module docstring). ``paramwise_cfg=dict(decay_rate=r)``, ``0 < r <= 1``."""
 
-    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: Optional[dict] = None) -> None:
+    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:
         cfg = dict(paramwise_cfg or {})
         rate = cfg.pop('decay_rate', None)
         if cfg:
@@ -88,12 +87,12 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         super().__init__(optim_wrapper_cfg, dict(decay_rate=rate))
         self.decay_rate = float(rate)
 
-    def add_params(self, params: List[dict], module: nn.Module, prefix: str = '',  # type: ignore[override]
-                   is_dcn_module: Optional[bool] = None) -> None:
+    def add_params(self, params: list[dict], module: nn.Module, prefix: str = '',  # type: ignore[override]  # noqa: ARG002
+                   is_dcn_module: bool | None = None) -> None:  # noqa: ARG002
         """Appends one group per (layer id, weight decay or not) to ``params``, for ``module`` (the model)."""
         num_layers = plain_blocks(module)
         exempt = no_decay_names(module)
-        groups: Dict[Tuple[int, bool], dict] = {}
+        groups: dict[tuple[int, bool], dict] = {}
         for name, param in module.named_parameters():
             lid = layer_id(name, num_layers)
             decay = name not in exempt

@@ -19,7 +19,8 @@ running it reads the data samples: a Runner, ``model.test_step``, ``DetInference
 """
 import inspect
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from mmengine.hooks import Hook
@@ -39,7 +40,7 @@ from ..backbones import OpenMMLabBackbone
 _HANDLE_ATTR = '_inline_padding_mask'
 
 
-def image_shapes(data_samples: Any) -> Optional[List[HW]]:
+def image_shapes(data_samples: Any) -> list[HW] | None:
     """``[(h, w), ...]`` from the ``img_shape`` of each data sample, or None if any lacks one.
 
     Works for mmdet ``DetDataSample``, mmseg ``SegDataSample`` (both keep ``img_shape``, the
@@ -66,13 +67,13 @@ class PaddingMaskHandle:
     inference) or on other tensors is left alone.
     """
 
-    def __init__(self, model: nn.Module, backbones: List[nn.Module]) -> None:
+    def __init__(self, model: nn.Module, backbones: list[nn.Module]) -> None:
         self.sizes = PaddedBatchSizes()
         self._handles = [
             model.register_forward_pre_hook(self._before_model, with_kwargs=True),
             model.register_forward_hook(self._after_model, always_call=True),
         ]
-        self.backbones: List[nn.Module] = []
+        self.backbones: list[nn.Module] = []
         self._model = model
         for backbone in backbones:
             self.add_backbone(backbone)
@@ -85,7 +86,7 @@ class PaddingMaskHandle:
         self._handles.append(backbone.register_forward_pre_hook(self._before_backbone, with_kwargs=True))
 
     @property
-    def valid_hw(self) -> Optional[List[HW]]:
+    def valid_hw(self) -> list[HW] | None:
         """Each image's real size in the batch of the current forward; None outside one."""
         return self.sizes.sizes
 
@@ -96,7 +97,7 @@ class PaddingMaskHandle:
         if getattr(self._model, _HANDLE_ATTR, None) is self:
             delattr(self._model, _HANDLE_ATTR)
 
-    def _before_model(self, module: nn.Module, args: tuple, kwargs: Dict[str, Any]) -> None:
+    def _before_model(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:  # noqa: ARG002
         inputs = kwargs.get('inputs', args[0] if args else None)
         samples = kwargs.get('data_samples', args[1] if len(args) > 1 else None)
         shapes = image_shapes(samples)
@@ -105,18 +106,18 @@ class PaddingMaskHandle:
         else:
             self.sizes.clear()
 
-    def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:
+    def _after_model(self, module: nn.Module, args: tuple, output: Any) -> None:  # noqa: ARG002
         self.sizes.clear()
 
-    def _before_backbone(self, module: nn.Module, args: tuple,
-                         kwargs: Dict[str, Any]) -> Optional[Tuple[tuple, Dict[str, Any]]]:
+    def _before_backbone(self, module: nn.Module, args: tuple,  # noqa: ARG002
+                         kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]] | None:
         if len(args) != 1 or kwargs.get('valid_hw') is not None:
             return None
         sizes = self.sizes.for_input(args[0])
         return None if sizes is None else (args, dict(kwargs, valid_hw=sizes))
 
 
-def inline_backbones(model: nn.Module) -> List[nn.Module]:
+def inline_backbones(model: nn.Module) -> list[nn.Module]:
     """Every InLine backbone (of any family) inside ``model``, the model itself included."""
     return [m for m in model.modules() if isinstance(m, InLineBackboneBase)]
 
@@ -138,7 +139,7 @@ def enable_padding_mask(model: nn.Module) -> PaddingMaskHandle:
     return handle
 
 
-def _on_registration(module: nn.Module, name: str, submodule: Optional[nn.Module]) -> None:
+def _on_registration(module: nn.Module, name: str, submodule: nn.Module | None) -> None:  # noqa: ARG001
     """torch's module-registration hook: an OpenMMLab InLine backbone assigned to ``module`` (a
     detector or segmentor: its forward takes ``data_samples``) gets the padding mask of ``module``'s
     forward. Other holders (``torch.compile``'s wrapper, a Sequential) are left alone."""
@@ -160,7 +161,7 @@ def _takes_data_samples(module: nn.Module) -> bool:
         return False
 
 
-_REGISTRATION: List[RemovableHandle] = []
+_REGISTRATION: list[RemovableHandle] = []
 
 
 def install() -> None:
@@ -201,7 +202,7 @@ class InLinePaddingMaskHook(Hook):
 
 
 def padded_batch(images: Sequence[torch.Tensor], size_divisor: int = 1,
-                 pad_value: float = 0.0) -> Tuple[torch.Tensor, List[HW]]:
+                 pad_value: float = 0.0) -> tuple[torch.Tensor, list[HW]]:
     """Pads (C, H_i, W_i) images bottom/right to one (B, C, H, W) batch, as the data
     preprocessors do; returns it with the real sizes, ready for ``backbone(x, valid_hw)``."""
     hs = [im.shape[-2] for im in images]

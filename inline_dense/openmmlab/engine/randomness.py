@@ -22,7 +22,7 @@ import hashlib
 import logging
 import random
 import zipfile
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -88,7 +88,7 @@ class DeterministicResumeHook(Hook):
 
     def __init__(self) -> None:
         check_mmengine_version()
-        self._resumed: Optional[Dict[str, Any]] = None
+        self._resumed: dict[str, Any] | None = None
 
     def _seed(self, runner, kind: str, step: int) -> int:
         randomness = runner_private(runner, '_randomness_cfg') or {}
@@ -128,18 +128,18 @@ class DeterministicResumeHook(Hook):
     def before_train_epoch(self, runner) -> None:
         self._reseed(runner, 'epoch', runner.epoch)
 
-    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:  # noqa: ARG002
         self._reseed(runner, 'iter', runner.iter)
 
 
-def sampler_seed(runner) -> Optional[int]:
+def sampler_seed(runner) -> int | None:
     """The seed of the training data sampler (mmengine's samplers draw one when built)."""
     sampler = getattr(getattr(runner.train_loop, 'dataloader', None), 'sampler', None)
     seed = getattr(sampler, 'seed', None)
     return int(seed) if isinstance(seed, (int, np.integer)) else None
 
 
-def rng_state(seed: int, sampler: Optional[int]) -> Dict[str, Any]:
+def rng_state(seed: int, sampler: int | None) -> dict[str, Any]:
     """The generators' states as tensors and plain numbers (``torch.load(weights_only=True)`` reads them)."""
     version, key, gauss = random.getstate()
     np_state = np.random.get_state(legacy=False)
@@ -154,7 +154,7 @@ def rng_state(seed: int, sampler: Optional[int]) -> Dict[str, Any]:
     }
 
 
-def restore_rng_state(state: Dict[str, Any]) -> None:
+def restore_rng_state(state: dict[str, Any]) -> None:
     """Puts back what :func:`rng_state` recorded."""
     py = state['python']
     random.setstate((py['version'], tuple(int(k) for k in py['key']), py['gauss']))
@@ -167,7 +167,7 @@ def restore_rng_state(state: Dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state['cuda'])
 
 
-def saved_seeds(checkpoint: str) -> Optional[Dict[str, Optional[int]]]:
+def saved_seeds(checkpoint: str) -> dict[str, int | None] | None:
     """``{'seed', 'sampler_seed'}`` of the run that wrote ``checkpoint`` (mmengine's ``meta.seed`` for
     checkpoints written without this hook), or None when it records neither."""
     obj = torch.load(checkpoint, map_location='cpu', weights_only=True, mmap=zipfile.is_zipfile(checkpoint))
@@ -176,14 +176,14 @@ def saved_seeds(checkpoint: str) -> Optional[Dict[str, Optional[int]]]:
     return None if seed is None else {'seed': int(seed), 'sampler_seed': state.get('sampler_seed')}
 
 
-def _hook_types(cfg, key: str) -> List[str]:
+def _hook_types(cfg, key: str) -> list[str]:
     hooks = cfg.get(key) or []
     items = hooks.values() if isinstance(hooks, dict) else hooks
     return [h.get('type') if isinstance(h.get('type'), str) else getattr(h.get('type'), '__name__', '')
             for h in items if isinstance(h, dict)]
 
 
-def resume_exactness_problems(cfg) -> List[str]:
+def resume_exactness_problems(cfg) -> list[str]:
     """Why a killed and resumed run of ``cfg`` would not end as an uninterrupted one; [] if it would."""
     problems = []
     if 'DeterministicResumeHook' not in _hook_types(cfg, 'custom_hooks'):

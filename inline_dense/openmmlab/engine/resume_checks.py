@@ -13,8 +13,9 @@ config sets for the rest of the run (warned about).
 """
 import os.path as osp
 import zipfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -60,7 +61,7 @@ def training_checkpoint(path: str) -> Mapping:
                           f'load_from).', kind='incomplete')
     try:
         checkpoint = torch.load(path, map_location='cpu', weights_only=True, mmap=zipfile.is_zipfile(path))
-    except Exception:  # noqa: BLE001  objects outside torch's allow-list: the restricted reader tells
+    except Exception:  # objects outside torch's allow-list: the restricted reader tells
         checkpoint = read_checkpoint(path)
     meta = checkpoint.get('meta') if isinstance(checkpoint, Mapping) else None
     if not isinstance(meta, Mapping) or 'iter' not in meta or not isinstance(checkpoint.get('state_dict'), Mapping):
@@ -73,7 +74,7 @@ def training_checkpoint(path: str) -> Mapping:
     return checkpoint
 
 
-def recorded_config(checkpoint: Mapping) -> Optional[Any]:
+def recorded_config(checkpoint: Mapping) -> Any | None:
     """The config recorded in ``checkpoint['meta']['cfg']`` (mmengine writes it), or None."""
     text = (checkpoint.get('meta') or {}).get('cfg')
     if not isinstance(text, str) or not text.strip():
@@ -81,7 +82,7 @@ def recorded_config(checkpoint: Mapping) -> Optional[Any]:
     from mmengine.config import Config
     try:
         return Config.fromstring(text, file_format='.py')
-    except Exception:  # noqa: BLE001  a record that does not parse is no record
+    except Exception:  # a record that does not parse is no record
         return None
 
 
@@ -94,7 +95,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _leaves(value: Any, key: str) -> Iterator[Tuple[str, Any]]:
+def _leaves(value: Any, key: str) -> Iterator[tuple[str, Any]]:
     if isinstance(value, dict) and value:
         for k, v in value.items():
             yield from _leaves(v, f'{key}.{k}')
@@ -111,7 +112,7 @@ def _lookup(cfg: Any, key: str) -> Any:
     return node
 
 
-def _differences(old: Any, new: Any, key: str) -> List[str]:
+def _differences(old: Any, new: Any, key: str) -> list[str]:
     """'key: old -> new' for every leaf that differs (a list compares as one value)."""
     old_leaves, new_leaves = dict(_leaves(_plain(old), key)), dict(_leaves(_plain(new), key))
     lines = []
@@ -124,16 +125,16 @@ def _differences(old: Any, new: Any, key: str) -> List[str]:
     return lines
 
 
-def config_changes(saved: Any, cfg: Any) -> Dict[str, List[str]]:
+def config_changes(saved: Any, cfg: Any) -> dict[str, list[str]]:
     """``{'overridden': [...], 'applied': [...]}``: 'key: old -> new' for the settings of ``cfg``
     that differ from the checkpoint's recorded config ``saved``. 'overridden': restored from the
     checkpoint's state by a resume (the config's value would not be used); 'applied': used from
     ``cfg`` for the rest of the run."""
     saved, cfg = (c.to_dict() if callable(getattr(c, 'to_dict', None)) else c for c in (saved, cfg))
-    overridden: List[str] = []
+    overridden: list[str] = []
     for key in OVERRIDDEN_BY_CHECKPOINT:
         overridden += _differences(_lookup(saved, key), _lookup(cfg, key), key)
-    applied: List[str] = []
+    applied: list[str] = []
     for key in TAKEN_FROM_CONFIG:
         applied += [line for line in _differences(_lookup(saved, key), _lookup(cfg, key), key)
                     if not line.startswith(tuple(f'{k}.' for k in OVERRIDDEN_BY_CHECKPOINT))]

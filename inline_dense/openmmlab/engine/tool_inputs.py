@@ -7,7 +7,8 @@ mmengine's ``DictAction`` keeps a value it cannot read as a number or a boolean 
 ``optimizer`` section silently.
 """
 import os.path as osp
-from typing import Any, Iterator, List, Mapping, Optional, Tuple
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 
 class ToolInputError(ValueError):
@@ -28,7 +29,7 @@ def check_work_dir(work_dir: str) -> None:
                              f'pass another --work-dir (a missing one is created).')
 
 
-def _get(cfg: Any, key: str) -> Tuple[bool, Any]:
+def _get(cfg: Any, key: str) -> tuple[bool, Any]:
     """(found, value) of a dotted ``key`` (list items by index, as ``--cfg-options`` takes them)."""
     node = cfg
     for part in key.split('.'):
@@ -49,7 +50,7 @@ def _keys(node: Any, prefix: str = '') -> Iterator[str]:
             yield from _keys(v, key + '.')
 
 
-def _kind(value: Any) -> Optional[str]:
+def _kind(value: Any) -> str | None:
     if isinstance(value, bool):
         return 'boolean (true / false)'
     if isinstance(value, (int, float)):
@@ -57,14 +58,14 @@ def _kind(value: Any) -> Optional[str]:
     return None
 
 
-def check_cfg_options(cfg: Any, options: Optional[Mapping[str, Any]]) -> None:
+def check_cfg_options(cfg: Any, options: Mapping[str, Any] | None) -> None:
     """Raises :class:`ToolInputError` for a ``--cfg-options`` value given as text where the config
     has a number or a boolean, and for a new top-level section whose keys the config has under
     another path (``optimizer.lr`` where it has ``optim_wrapper.optimizer.lr``)."""
     if not options:
         return
     plain = cfg.to_dict() if callable(getattr(cfg, 'to_dict', None)) else cfg
-    problems: List[str] = []
+    problems: list[str] = []
     for key, value in options.items():
         found, old = _get(plain, key)
         if not found:
