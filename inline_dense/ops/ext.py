@@ -613,6 +613,10 @@ def _ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Te
     return out.view(batch, queries, heads * dims)
 
 
+_CHUNK = 2**18
+"""Numbers gathered per chunk of the backward (1 MiB in float32: small enough to stay in cache)."""
+
+
 def _ms_deform_attn_grads(value: Tensor, spatial_shapes: Tensor, sampling_locations: Tensor,
                           attention_weights: Tensor, grad_output: Tensor,
                           grad_value: Tensor) -> Tuple[Tensor, Tensor]:
@@ -629,7 +633,7 @@ def _ms_deform_attn_grads(value: Tensor, spatial_shapes: Tensor, sampling_locati
     g = grad_output.reshape(rows.shape[0], dims)
     per_bag = rows.shape[1]
     dots = torch.empty_like(coefficients)  # <g, v_c> of each corner
-    step = max(1, 2**22 // (per_bag * dims))  # bags per chunk: gathered corners of ~16 MiB in float32
+    step = max(1, _CHUNK // (per_bag * dims))
     for i in range(0, rows.shape[0], step):
         chunk_rows = rows[i:i + step].reshape(-1).long()
         corners = table.index_select(0, chunk_rows).view(-1, per_bag, dims)
