@@ -564,21 +564,20 @@ def _ms_deform_attn_corners(value: Tensor, spatial_shapes: Tensor, sampling_loca
     iy = _grid_sample_pixel(grid[..., 1], height).clamp(min=-2).minimum(height + 1)
     x0f, y0f = ix.floor(), iy.floor()
     fx, fy = ix - x0f, iy - y0f
-    x0, y0 = x0f.long(), y0f.long()
-    w_long, h_long = shapes[:, 1].view(levels, 1), shapes[:, 0].view(levels, 1)
-    corners_x = torch.stack((x0, x0 + 1, x0, x0 + 1), -1)  # (B, Q, H, L, P, 4): nw, ne, sw, se
-    corners_y = torch.stack((y0, y0, y0 + 1, y0 + 1), -1)
-    inside = ((corners_x >= 0) & (corners_x < w_long[..., None]) & (corners_y >= 0) & (corners_y < h_long[..., None]))
+    # int32 rows where they fit (the corners reach 2 rows and columns past a level)
+    index = torch.int32 if batch * (keys + 2 * int(shapes[:, 1].max()) + 4) * heads < 2**31 else torch.long
+    x0, y0 = x0f.to(index), y0f.to(index)
+    w_int, h_int = shapes[:, 1].view(levels, 1).to(index), shapes[:, 0].view(levels, 1).to(index)
+    x0_in, x1_in = (x0 >= 0) & (x0 < w_int), (x0 >= -1) & (x0 < w_int - 1)
+    y0_in, y1_in = (y0 >= 0) & (y0 < h_int), (y0 >= -1) & (y0 < h_int - 1)
+    inside = torch.stack((x0_in & y0_in, x1_in & y0_in, x0_in & y1_in, x1_in & y1_in), -1)  # nw, ne, sw, se
     gx, gy = 1 - fx, 1 - fy
-    bilinear = torch.stack((gx * gy, fx * gy, gx * fy, fx * fy), -1) * inside
-    # row of (b, key, h) in value (B, S, H, D) viewed as (B*S*H, D)
-    key = starts[..., None] + corners_y * w_long[..., None] + corners_x
-    key = key.masked_fill_(~inside, 0)
-    base = (torch.arange(batch, device=value.device).view(batch, 1, 1, 1, 1, 1) * keys * heads
-            + torch.arange(heads, device=value.device).view(1, 1, heads, 1, 1, 1))
-    rows = key.mul_(heads).add_(base)
-    if batch * keys * heads < 2**31:
-        rows = rows.int()
+    bilinear = torch.stack((gx * gy, fx * gy, gx * fy, fx * fy), -1).masked_fill_(~inside, 0)
+    # row of (b, key, h) in value (B, S, H, D) viewed as (B*S*H, D); a corner outside reads row 0 with weight 0
+    base = (torch.arange(batch, device=value.device, dtype=index).view(batch, 1, 1, 1, 1) * (keys * heads)
+            + torch.arange(heads, device=value.device, dtype=index).view(1, 1, heads, 1, 1))
+    nw = (starts.to(index) + y0 * w_int + x0) * heads + base
+    rows = torch.stack((nw, nw + heads, nw + w_int * heads, nw + (w_int + 1) * heads), -1).masked_fill_(~inside, 0)
     coefficients = bilinear * attention_weights[..., None]
     per_bag = levels * points * 4
     return (rows.view(batch * queries * heads, per_bag), coefficients.view(batch * queries * heads, per_bag),
@@ -635,7 +634,7 @@ def _ms_deform_attn_grads(value: Tensor, spatial_shapes: Tensor, sampling_locati
     dots = torch.empty_like(coefficients)  # <g, v_c> of each corner
     step = max(1, _CHUNK // (per_bag * dims))
     for i in range(0, rows.shape[0], step):
-        chunk_rows = rows[i:i + step].reshape(-1).long()
+        chunk_rows = rows[i:i + step].reshape(-1).long()  # int32 indices take a slower path
         corners = table.index_select(0, chunk_rows).view(-1, per_bag, dims)
         g_chunk = g[i:i + step]
         dots[i:i + step] = torch.bmm(corners, g_chunk.unsqueeze(-1)).squeeze(-1)
