@@ -13,7 +13,8 @@ Served:
   bilinear sampling, its first-maximum rule and its argmax coordinates.
 - ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
 - ``ms_deform_attn_forward`` / ``ms_deform_attn_backward`` (DINO, Deformable DETR, Mask2Former):
-  one ``grid_sample`` per level at its own size (see :func:`_ms_deform_attn`), gradients by autograd.
+  the bilinear corners of every level at its own size, gathered by one ``embedding_bag`` (see
+  :func:`_ms_deform_attn`); gradients by hand (:func:`_ms_deform_attn_grads`).
 
 Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indices and class
 targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
@@ -650,7 +651,7 @@ def _ms_deform_attn_grads(value: Tensor, spatial_shapes: Tensor, sampling_locati
 
 
 def _ms_deform_attn_work_dtype(value: Tensor) -> torch.dtype:
-    # grid_sample has no CPU float16 kernel; bfloat16 runs in float32 for accuracy of the sums
+    # bfloat16 (and float16 on CPU) run in float32: the sums of L*P*4 corners and the gradients need it
     return torch.float32 if value.dtype == torch.bfloat16 or (
         value.dtype == torch.float16 and value.device.type == 'cpu') else value.dtype
 
