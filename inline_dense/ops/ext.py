@@ -13,7 +13,8 @@ Served:
   bilinear sampling, its first-maximum rule and its argmax coordinates.
 - ``sigmoid_focal_loss_*`` and ``softmax_focal_loss_*``: plain torch, gradients by autograd.
 - ``ms_deform_attn_forward`` / ``ms_deform_attn_backward`` (DINO, Deformable DETR, Mask2Former):
-  one ``grid_sample`` per level at its own size (see :func:`_ms_deform_attn`), gradients by autograd.
+  the bilinear corners of every level at its own size, gathered by one ``embedding_bag`` (see
+  :func:`_ms_deform_attn`); gradients by hand (:func:`_ms_deform_attn_grads`).
 
 Every served op checks its inputs first (shapes, dtypes, devices, RoI batch indices and class
 targets in range, finite boxes) and raises :class:`OpInputError`, one line naming the argument
@@ -533,14 +534,72 @@ def _check_ms_deform_attn(op: str, value: Tensor, spatial_shapes: Tensor, level_
              f'does not match spatial_shapes {shapes}; it must be {starts} (0, then the cumulative h * w)')
 
 
+def _grid_sample_pixel(grid: Tensor, size: Tensor) -> Tensor:
+    """The pixel coordinate ``grid_sample`` (align_corners=False) computes from a grid coordinate in
+    [-1, 1], rounded as its kernel rounds it: on CPU one fused multiply-add ``grid * size/2 + (size-1)/2``
+    (``addcmul`` fuses it too; ``(grid + 1) * size / 2 - 0.5`` rounds some pixel centres to the other
+    side), on CUDA ``((grid + 1) * size - 1) / 2``. The side decides the one-sided gradient there."""
+    if grid.device.type == 'cpu':
+        return torch.addcmul((size - 1) / 2, grid, size / 2)
+    return ((grid + 1) * size - 1) / 2
+
+
+def _ms_deform_attn_corners(value: Tensor, spatial_shapes: Tensor, sampling_locations: Tensor,
+                            attention_weights: Tensor) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+    """The bilinear corners of every sampling point, as rows of ``value`` viewed as a (B*S*H, D) table.
+
+    Returns (rows (B*Q*H, L*P*4) int, coefficients (B*Q*H, L*P*4), the parts the backward needs:
+    (corner weights (B, Q, H, L, P, 4) zero where the corner lies outside its level, the corners
+    inside their level (same shape, bool), fx, fy (B, Q, H, L, P), the bilinear fractions, and (L, 1)
+    level widths and heights)).
+
+    A corner's coefficient is its attention weight times its bilinear weight. The pixel coordinate
+    is computed as ``grid_sample`` computes it on CPU, from the same grid ``2 * loc - 1`` as mmcv's
+    ``multi_scale_deformable_attn_pytorch``, so that a location exactly on the pixel grid picks the same
+    corners there (the gradient is one-sided at a pixel centre).
+    """
+    batch, keys, heads, _ = value.shape
+    _, queries, _, levels, points, _ = sampling_locations.shape
+    shapes = spatial_shapes.to(value.device)
+    sizes = shapes[:, 0] * shapes[:, 1]
+    starts = (sizes.cumsum(0) - sizes).view(levels, 1)
+    height = shapes[:, 0].view(levels, 1).to(value.dtype)
+    width = shapes[:, 1].view(levels, 1).to(value.dtype)
+    grid = 2 * sampling_locations - 1
+    # clamped where every corner is outside anyway
+    ix = _grid_sample_pixel(grid[..., 0], width).clamp(min=-2).minimum(width + 1)
+    iy = _grid_sample_pixel(grid[..., 1], height).clamp(min=-2).minimum(height + 1)
+    x0f, y0f = ix.floor(), iy.floor()
+    fx, fy = ix - x0f, iy - y0f
+    # int32 rows where they fit (the corners reach 2 rows and columns past a level)
+    index = torch.int32 if batch * (keys + 2 * int(shapes[:, 1].max()) + 4) * heads < 2**31 else torch.long
+    x0, y0 = x0f.to(index), y0f.to(index)
+    w_int, h_int = shapes[:, 1].view(levels, 1).to(index), shapes[:, 0].view(levels, 1).to(index)
+    x0_in, x1_in = (x0 >= 0) & (x0 < w_int), (x0 >= -1) & (x0 < w_int - 1)
+    y0_in, y1_in = (y0 >= 0) & (y0 < h_int), (y0 >= -1) & (y0 < h_int - 1)
+    inside = torch.stack((x0_in & y0_in, x1_in & y0_in, x0_in & y1_in, x1_in & y1_in), -1)  # nw, ne, sw, se
+    gx, gy = 1 - fx, 1 - fy
+    bilinear = torch.stack((gx * gy, fx * gy, gx * fy, fx * fy), -1).masked_fill_(~inside, 0)
+    # row of (b, key, h) in value (B, S, H, D) viewed as (B*S*H, D); a corner outside reads row 0 with weight 0
+    base = (torch.arange(batch, device=value.device, dtype=index).view(batch, 1, 1, 1, 1) * (keys * heads)
+            + torch.arange(heads, device=value.device, dtype=index).view(1, 1, heads, 1, 1))
+    nw = (starts.to(index) + y0 * w_int + x0) * heads + base
+    rows = torch.stack((nw, nw + heads, nw + w_int * heads, nw + (w_int + 1) * heads), -1).masked_fill_(~inside, 0)
+    coefficients = bilinear * attention_weights[..., None]
+    per_bag = levels * points * 4
+    return (rows.view(batch * queries * heads, per_bag), coefficients.view(batch * queries * heads, per_bag),
+            (bilinear, inside, fx, fy, width, height))
+
+
 def _ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                     sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
-    """mmcv's multi-scale deformable attention: each level sampled at its own (h, w) with its own
-    exact coordinates, weighted and summed.
+    """mmcv's multi-scale deformable attention: each level sampled bilinearly at its own (h, w)
+    with exact coordinates (zero outside it), weighted and summed.
 
-    No shared canvas and no rescaled coordinates: ``grid_sample`` then picks the same corners as
-    mmcv's ``multi_scale_deformable_attn_pytorch`` for locations exactly on the pixel grid (so the
-    gradients agree there too), and a skewed level (1 x 600) costs its 600 keys, not a 600 x 600 canvas.
+    One ``embedding_bag`` over ``value`` viewed as a (B*S*H, D) table of rows (no copy of value):
+    each (batch, query, head) is a bag of its L*P*4 bilinear corners, with coefficient attention
+    weight x bilinear weight. A row is D contiguous numbers, where ``grid_sample`` on (B*H, D, h, w)
+    reads each channel from another plane; a skewed level (1 x 600) costs its 600 keys.
 
     Args:
         value: (B, S, H, D), the L levels flattened (row-major) and concatenated along S.
@@ -554,28 +613,51 @@ def _ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Te
         (B, Q, H * D).
     """
     batch, _, heads, dims = value.shape
-    _, queries, _, levels, points, _ = sampling_locations.shape
-    shapes: list = spatial_shapes.tolist()
-    # (B*H, D, S): one level is a contiguous slice along S, viewed as (B*H, D, h, w)
-    keys = value.permute(0, 2, 3, 1).reshape(batch * heads, dims, -1)
-    # (L, B*H, Q, P, 2) grids in [-1, 1]; (L, B*H, Q, P) weights
-    grids = (2 * sampling_locations - 1).permute(3, 0, 2, 1, 4, 5).reshape(levels, batch * heads, queries, points, 2)
-    weights = attention_weights.permute(3, 0, 2, 1, 4).reshape(levels, batch * heads, queries, points)
-    parts = []
-    start = 0
-    for level, (h, w) in enumerate(shapes):
-        level_value = keys[:, :, start:start + h * w].reshape(batch * heads, dims, h, w)
-        start += h * w
-        samples = F.grid_sample(level_value, grids[level], mode='bilinear', padding_mode='zeros',
-                                align_corners=False)  # (B*H, D, Q, P)
-        # weighted sum over the points as a batched matmul: (B*H*Q, D, P) @ (B*H*Q, P, 1)
-        parts.append(torch.matmul(samples.permute(0, 2, 1, 3), weights[level].unsqueeze(-1)).squeeze(-1))
-    out = torch.stack(parts).sum(0) if len(parts) > 1 else parts[0]  # (B*H, Q, D)
-    return out.view(batch, heads, queries, dims).permute(0, 2, 1, 3).reshape(batch, queries, heads * dims)
+    queries = sampling_locations.shape[1]
+    rows, coefficients, _ = _ms_deform_attn_corners(value, spatial_shapes, sampling_locations, attention_weights)
+    out = F.embedding_bag(rows, value.reshape(-1, dims), per_sample_weights=coefficients, mode='sum')
+    return out.view(batch, queries, heads * dims)
+
+
+_CHUNK = 2**18
+"""Numbers gathered per chunk of the backward (1 MiB in float32: small enough to stay in cache)."""
+
+
+def _ms_deform_attn_grads(value: Tensor, spatial_shapes: Tensor, sampling_locations: Tensor,
+                          attention_weights: Tensor, grad_output: Tensor,
+                          grad_value: Tensor) -> tuple[Tensor, Tensor]:
+    """Adds d(out)/d(value) into ``grad_value`` ((B*S*H, D), value's dtype) and returns the
+    gradients of sampling_locations and attention_weights, by hand (no second forward).
+
+    Per corner c of a point: out += a * b_c * v_c, so d/dv_c = a * b_c * g, d/da = sum_c b_c <g, v_c>,
+    and d/dfx (fx the x fraction) = a * ((1-fy) (G_ne - G_nw) + fy (G_se - G_sw)) with G_c = <g, v_c>
+    (zero outside the level), times the level width for d/dx (loc in [0, 1]); likewise for y."""
+    dims = value.shape[-1]
+    rows, coefficients, (bilinear, inside, fx, fy, width, height) = _ms_deform_attn_corners(
+        value, spatial_shapes, sampling_locations, attention_weights)
+    table = value.reshape(-1, dims)
+    g = grad_output.reshape(rows.shape[0], dims)
+    per_bag = rows.shape[1]
+    dots = torch.empty_like(coefficients)  # <g, v_c> of each corner
+    step = max(1, _CHUNK // (per_bag * dims))
+    for i in range(0, rows.shape[0], step):
+        chunk_rows = rows[i:i + step].reshape(-1).long()  # int32 indices take a slower path
+        corners = table.index_select(0, chunk_rows).view(-1, per_bag, dims)
+        g_chunk = g[i:i + step]
+        dots[i:i + step] = torch.bmm(corners, g_chunk.unsqueeze(-1)).squeeze(-1)
+        contributions = (coefficients[i:i + step].unsqueeze(-1) * g_chunk.unsqueeze(1)).view(-1, dims)
+        grad_value.index_add_(0, chunk_rows, contributions.to(grad_value.dtype))
+    dots = dots.view(bilinear.shape) * inside
+    grad_weights = (dots * bilinear).sum(-1)
+    nw, ne, sw, se = dots.unbind(-1)
+    weights = attention_weights
+    grad_x = weights * ((1 - fy) * (ne - nw) + fy * (se - sw)) * width
+    grad_y = weights * ((1 - fx) * (sw - nw) + fx * (se - ne)) * height
+    return torch.stack((grad_x, grad_y), -1), grad_weights
 
 
 def _ms_deform_attn_work_dtype(value: Tensor) -> torch.dtype:
-    # grid_sample has no CPU float16 kernel; bfloat16 runs in float32 for accuracy of the sums
+    # bfloat16 (and float16 on CPU) run in float32: the sums of L*P*4 corners and the gradients need it
     return torch.float32 if value.dtype == torch.bfloat16 or (
         value.dtype == torch.float16 and value.device.type == 'cpu') else value.dtype
 
@@ -592,7 +674,7 @@ def ms_deform_attn_forward(value: Tensor, value_spatial_shapes: Tensor, value_le
                           sampling_locations, attention_weights, im2col_step)
     work = _ms_deform_attn_work_dtype(value)
     with torch.no_grad():
-        out = _ms_deform_attn(value.to(work), value_spatial_shapes, value_level_start_index,
+        out = _ms_deform_attn(value.to(work).contiguous(), value_spatial_shapes, value_level_start_index,
                               sampling_locations.to(work), attention_weights.to(work))
     return out.to(value.dtype)
 
@@ -603,8 +685,8 @@ def ms_deform_attn_backward(value: Tensor, value_spatial_shapes: Tensor, value_l
                             im2col_step: int) -> None:
     """Adds the gradients w.r.t. value, sampling_locations and attention_weights into
     ``grad_value`` (B, S, H, D), ``grad_sampling_loc`` (B, Q, H, L, P, 2) and ``grad_attn_weight``
-    (B, Q, H, L, P), given ``grad_output`` (B, Q, H * D). The forward is recomputed under autograd
-    (the compiled kernel also keeps nothing from its forward)."""
+    (B, Q, H, L, P), given ``grad_output`` (B, Q, H * D), by hand (:func:`_ms_deform_attn_grads`):
+    the corners are recomputed, not the forward (the compiled kernel also keeps nothing from its forward)."""
     CALLS['ms_deform_attn_backward'] += 1
     op = 'ms_deform_attn (backward)'
     _check_ms_deform_attn(op, value, value_spatial_shapes, value_level_start_index, sampling_locations,
@@ -619,9 +701,12 @@ def ms_deform_attn_backward(value: Tensor, value_spatial_shapes: Tensor, value_l
     _check_same_device(op, ('value', value), ('grad_output', grad_output), ('grad_value', grad_value),
                        ('grad_sampling_loc', grad_sampling_loc), ('grad_attn_weight', grad_attn_weight))
     work = _ms_deform_attn_work_dtype(value)
-    with torch.enable_grad():
-        inputs = [t.detach().to(work).requires_grad_(True) for t in (value, sampling_locations, attention_weights)]
-        out = _ms_deform_attn(inputs[0], value_spatial_shapes, value_level_start_index, inputs[1], inputs[2])
-        grads = torch.autograd.grad(out, inputs, grad_output.to(work))
-    for buffer, grad in zip((grad_value, grad_sampling_loc, grad_attn_weight), grads):
-        buffer.add_(grad.to(buffer.dtype))
+    direct = grad_value.dtype == work and grad_value.is_contiguous()
+    value_grad = grad_value if direct else torch.zeros(value.shape, dtype=work, device=value.device)
+    grad_loc, grad_weights = _ms_deform_attn_grads(
+        value.to(work).contiguous(), value_spatial_shapes, sampling_locations.to(work), attention_weights.to(work),
+        grad_output.to(work), value_grad.view(-1, value.shape[-1]))
+    if not direct:
+        grad_value.add_(value_grad.to(grad_value.dtype))
+    grad_sampling_loc.add_(grad_loc.to(grad_sampling_loc.dtype))
+    grad_attn_weight.add_(grad_weights.to(grad_attn_weight.dtype))

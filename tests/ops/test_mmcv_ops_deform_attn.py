@@ -100,8 +100,9 @@ def _skewed(rng: random.Random, dtype):
     return [value, shapes, start, inputs[3], inputs[4]]
 
 
-def _compare_elementwise(inputs, rtol=1e-4, atol=1e-5):
-    """Forward and every gradient equal the pure function's element by element (no rescaled tolerance)."""
+def _compare_elementwise(inputs, rtol=1e-4, atol=1e-5, atol_of_max=0.0):
+    """Forward and every gradient equal the pure function's element by element (tolerance
+    ``atol`` + ``atol_of_max`` x the largest entry of the reference: 0 by default, no rescaling)."""
     value, shapes, start, loc, weights = inputs
     results = []
     for fn in (_pure, _through_ext):
@@ -110,7 +111,8 @@ def _compare_elementwise(inputs, rtol=1e-4, atol=1e-5):
         grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(0), dtype=out.dtype)
         results.append((out, *torch.autograd.grad(out, leaves, grad_out)))
     for name, got, want in zip(('output', 'value', 'sampling_locations', 'attention_weights'), *reversed(results)):
-        torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m, name=name: f'{name}: {m}')
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol + atol_of_max * float(want.detach().abs().max()),
+                                   msg=lambda m, name=name: f'{name}: {m}')
 
 
 @pytest.mark.parametrize('draw', range(8))
@@ -222,3 +224,57 @@ def test_refuses_bad_inputs_with_one_line_each():
         ext.ms_deform_attn_backward(value, shapes, start, loc, weights, torch.zeros(1), torch.zeros_like(value),
                                     torch.zeros_like(loc), torch.zeros_like(weights), im2col_step=64)
     assert 'grad_output must have shape' in _one_line(err)
+
+
+def _wide_layout(rng: random.Random, dtype=torch.float32):
+    """Batch 2, 1-5 levels of random shapes up to 48 x 64 (each level 1 x N, N x 1 or h x w at random),
+    more heads and points than :func:`_draw`; locations up to 0.3 outside [0, 1]."""
+    levels = rng.randint(1, 5)
+    rows = []
+    for _ in range(levels):
+        kind = rng.random()
+        rows.append([1, rng.randint(1, 64)] if kind < 0.25 else [rng.randint(1, 48), 1] if kind < 0.5
+                    else [rng.randint(1, 48), rng.randint(1, 64)])
+    shapes = torch.tensor(rows)
+    sizes = shapes[:, 0] * shapes[:, 1]
+    start = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)[:-1]])
+    batch, queries, heads, dims = 2, rng.randint(1, 40), rng.randint(1, 8), rng.choice((1, 8, 32))
+    points = rng.randint(1, 4)
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    value = torch.randn(batch, int(sizes.sum()), heads, dims, generator=gen, dtype=dtype)
+    loc = torch.rand(batch, queries, heads, levels, points, 2, generator=gen, dtype=dtype) * 1.6 - 0.3
+    weights = torch.rand(batch, queries, heads, levels, points, generator=gen, dtype=dtype).softmax(-1)
+    return [value, shapes, start, loc, weights]
+
+
+@pytest.mark.parametrize('draw', range(8))
+def test_every_gradient_matches_at_wide_random_layouts_on_and_off_the_grid(draw):
+    rng = random.Random(SEED * 1000 + 600 + draw)
+    inputs = _wide_layout(rng)
+    # d/d(location) reaches hundreds at 64-pixel levels, where float32 rounding (the pure function's
+    # own, against float64) is ~1e-6 of the largest entry; a wrong corner is off by the gradient itself
+    _compare_elementwise(inputs, atol_of_max=1e-6)
+    _compare_elementwise(_on_grid(rng, inputs), atol_of_max=1e-6)
+
+
+@pytest.mark.parametrize('draw', range(4))
+def test_bfloat16_inputs_match_the_pure_function_in_float32(draw):
+    """bfloat16 runs in float32 inside and returns bfloat16: the pure function on the same numbers in
+    float32, rounded to bfloat16, is the reference (on and off the grid, every gradient)."""
+    rng = random.Random(SEED * 1000 + 700 + draw)
+    inputs = _wide_layout(rng)
+    for case in (inputs, _on_grid(rng, inputs)):
+        value, shapes, start, loc, weights = case
+        low = [t.to(torch.bfloat16) for t in (value, loc, weights)]
+        leaves = [t.float().requires_grad_(True) for t in low]
+        ref = _pure(leaves[0], shapes, start, leaves[1], leaves[2])
+        grad_out = torch.randn(ref.shape, generator=torch.Generator().manual_seed(draw)).to(torch.bfloat16)
+        want = (ref.detach(), *torch.autograd.grad(ref, leaves, grad_out.float()))
+        leaves = [t.clone().requires_grad_(True) for t in low]
+        out = _through_ext(leaves[0], shapes, start, leaves[1], leaves[2])
+        got = (out, *torch.autograd.grad(out, leaves, grad_out))
+        for name, g, w in zip(('output', 'value', 'sampling_locations', 'attention_weights'), got, want):
+            assert g.dtype == torch.bfloat16, name
+            torch.testing.assert_close(g.float(), w.to(torch.bfloat16).float(), rtol=1e-2,
+                                       atol=1e-2 * max(1.0, float(w.abs().max())),
+                                       msg=lambda m, name=name: f'{name}: {m}')
