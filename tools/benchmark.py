@@ -30,7 +30,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
@@ -221,6 +221,20 @@ def run_compile(args: argparse.Namespace) -> dict[str, Any]:
                 batch=args.batch, command=' '.join(sys.argv), results=[r.as_dict() for r in rows])
 
 
+def backbone_models(args: argparse.Namespace, flag: str) -> Iterator[tuple[str, Any]]:
+    """The backbones of ``--models``, each built and initialised after seeding 0; a ``--config`` model
+    is left out with one line (``flag`` measures backbones only)."""
+    import torch
+    for name, config in zoo.model_entries(args.models, args.config):
+        if config is not None:
+            print(f'[benchmark] {flag}: {name} left out (backbones only)', file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        model = zoo.build_model(name)
+        zoo.init_model(model)
+        yield name, model
+
+
 def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
     """Every backbone and resolution against its ONNX Runtime / OpenVINO anchors; prints, returns the payload."""
     import torch
@@ -231,13 +245,7 @@ def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
     rates = gemm.gemm_rates(['fp32', *[d for d in args.dtype if d != 'fp32']], threads)
     print(gemm.format_rates(rates), flush=True)
     results = []
-    for name, config in zoo.model_entries(args.models, args.config):
-        if config is not None:
-            print(f'[benchmark] --anchors: {name} left out (backbones only)', file=sys.stderr)
-            continue
-        torch.manual_seed(0)
-        model = zoo.build_model(name)
-        zoo.init_model(model)
+    for name, model in backbone_models(args, '--anchors'):
         for hw in args.resolutions:
             rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs)
             print(format_anchor_rows(name, hw, rows), flush=True)
@@ -257,13 +265,7 @@ def run_dtype_error(args: argparse.Namespace) -> dict[str, Any]:
     if not reduced:
         print('[benchmark] --dtype-error: no --dtype but fp32 runs natively here; nothing to compare', file=sys.stderr)
     results = []
-    for name, config in zoo.model_entries(args.models, args.config):
-        if config is not None:
-            print(f'[benchmark] --dtype-error: {name} left out (backbones only)', file=sys.stderr)
-            continue
-        torch.manual_seed(0)
-        model = zoo.build_model(name)
-        zoo.init_model(model)
+    for name, model in backbone_models(args, '--dtype-error'):
         trained_scale_(model).eval()
         for h, w in args.resolutions:
             x = torch.randn(args.batch, 3, h, w, generator=torch.Generator().manual_seed(0))
