@@ -431,12 +431,22 @@ def _per_sample_weight(weight: Tensor, target: Tensor, num_classes: int, like: T
     return padded[target.clamp(max=num_classes)]
 
 
+def _enter_focal(entry: str, x: Tensor, target: Tensor, weight: Tensor,
+                 out: tuple[str, Tensor, tuple[int, ...]]) -> None:
+    """Counts a call of the focal-loss op ``entry`` ('sigmoid_focal_loss_forward', ...) and checks its
+    inputs and its output buffer ``out`` (name, tensor, expected shape); messages name the op as mmcv
+    does ('sigmoid_focal_loss', 'softmax_focal_loss (backward)')."""
+    CALLS[entry] += 1
+    kind, direction = entry.rsplit('_', 1)
+    op = kind if direction == 'forward' else f'{kind} (backward)'
+    _check_focal(op, x, target, weight, background=kind.startswith('sigmoid'))
+    _check_out(op, *out)
+
+
 def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, output: Tensor, *,
                                gamma: float, alpha: float) -> None:
     """Fills ``output`` (N, C) with the per-element loss of logits ``input`` (N, C)."""
-    CALLS['sigmoid_focal_loss_forward'] += 1
-    _check_focal('sigmoid_focal_loss', input, target, weight, background=True)
-    _check_out('sigmoid_focal_loss', 'output', output, tuple(input.shape))
+    _enter_focal('sigmoid_focal_loss_forward', input, target, weight, ('output', output, tuple(input.shape)))
     with torch.no_grad():
         output.copy_(_sigmoid_focal(input, target, weight, gamma, alpha))
 
@@ -444,9 +454,7 @@ def sigmoid_focal_loss_forward(input: Tensor, target: Tensor, weight: Tensor, ou
 def sigmoid_focal_loss_backward(input: Tensor, target: Tensor, weight: Tensor, grad_input: Tensor, *,
                                 gamma: float, alpha: float) -> None:
     """Fills ``grad_input`` (N, C) with d(loss[n, c]) / d(input[n, c])."""
-    CALLS['sigmoid_focal_loss_backward'] += 1
-    _check_focal('sigmoid_focal_loss (backward)', input, target, weight, background=True)
-    _check_out('sigmoid_focal_loss (backward)', 'grad_input', grad_input, tuple(input.shape))
+    _enter_focal('sigmoid_focal_loss_backward', input, target, weight, ('grad_input', grad_input, tuple(input.shape)))
     with torch.enable_grad():
         x = input.detach().requires_grad_(True)
         grad, = torch.autograd.grad(_sigmoid_focal(x, target, weight, gamma, alpha).sum(), x)
@@ -463,9 +471,7 @@ def _softmax_focal(log_p: Tensor, target: Tensor, weight: Tensor, gamma: float, 
 def softmax_focal_loss_forward(softmax: Tensor, target: Tensor, weight: Tensor, output: Tensor, *,
                                gamma: float, alpha: float) -> None:
     """Fills ``output`` (N,) from class probabilities ``softmax`` (N, C)."""
-    CALLS['softmax_focal_loss_forward'] += 1
-    _check_focal('softmax_focal_loss', softmax, target, weight, background=False)
-    _check_out('softmax_focal_loss', 'output', output, tuple(softmax.shape[:1]))
+    _enter_focal('softmax_focal_loss_forward', softmax, target, weight, ('output', output, tuple(softmax.shape[:1])))
     with torch.no_grad():
         log_p = softmax.clamp(min=torch.finfo(softmax.dtype).tiny).log()
         output.copy_(_softmax_focal(log_p, target, weight, gamma, alpha))
@@ -478,9 +484,8 @@ def softmax_focal_loss_backward(softmax: Tensor, target: Tensor, weight: Tensor,
     log(softmax) differs from those logits by a per-row constant, which softmax ignores, so the
     gradient through it is the gradient w.r.t. the logits.
     """
-    CALLS['softmax_focal_loss_backward'] += 1
-    _check_focal('softmax_focal_loss (backward)', softmax, target, weight, background=False)
-    _check_out('softmax_focal_loss (backward)', 'grad_input', grad_input, tuple(softmax.shape))
+    _enter_focal('softmax_focal_loss_backward', softmax, target, weight,
+                 ('grad_input', grad_input, tuple(softmax.shape)))
     with torch.enable_grad():
         logits = softmax.detach().clamp(min=torch.finfo(softmax.dtype).tiny).log().requires_grad_(True)
         loss = _softmax_focal(F.log_softmax(logits, dim=1), target, weight, gamma, alpha).sum()
