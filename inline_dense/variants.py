@@ -39,10 +39,8 @@ EXAMPLE = next(iter(VARIANTS))
 
 
 def variant(name: str) -> Variant:
-    """The entry of ``name``; ValueError naming the known ones otherwise."""
-    if name not in VARIANTS:
-        raise ValueError(f'unknown InLine variant {name!r}; use one of {sorted(VARIANTS)}.')
-    return VARIANTS[name]
+    """The entry of ``name``; :class:`inline_dense.registry.UnknownNameError` naming the known ones otherwise."""
+    return registry.lookup('variant', name, VARIANTS)
 
 
 def spec_of(name: str) -> FamilySpec:
