@@ -69,6 +69,26 @@ def zoo_name(name: str, baseline: bool = False) -> str | None:
     return f'inline-{entry.family}-{size}'
 
 
+def zoo_defaults() -> tuple[str, ...]:
+    """The benchmark's default backbones: each family's first variant, then the mmdet softmax backbone
+    of its preset where the family has one (``('inline-swin-t', 'swin-t', ...)``)."""
+    firsts = [spec.weights[0].name for spec in FAMILIES.values()]
+    return tuple(n for first in firsts for n in (zoo_name(first), zoo_name(first, baseline=True)) if n)
+
+
+def zoo_summary() -> str:
+    """Every benchmark backbone name, the sizes of a prefix in braces: ``'inline-swin-{t,s,b}, ...,
+    swin-{t,s,b}, ...'`` (ours first, then the mmdet softmax baselines)."""
+    sizes: dict[str, list[str]] = {}
+    for baseline in (False, True):
+        for name in VARIANTS:
+            zoo = zoo_name(name, baseline=baseline)
+            if zoo is not None:
+                prefix, size = zoo.rsplit('-', 1)
+                sizes.setdefault(prefix, []).append(size)
+    return ', '.join(f'{prefix}-{{{",".join(found)}}}' for prefix, found in sizes.items())
+
+
 def family_of_class(class_name: str) -> str | None:
     """``'InLinePVT'`` -> ``'pvt'``; None for another class."""
     spec = registry.family_of_class(class_name)

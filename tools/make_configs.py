@@ -35,6 +35,7 @@ from inline_dense.families.spec import FamilySpec, Weights  # noqa: E402
 CONFIGS = ROOT / 'configs'
 BACKBONES = CONFIGS / '_base_' / 'backbones'
 METAFILE = CONFIGS / 'metafile.yml'
+FIXTURES = ROOT / 'tests' / 'data' / 'fixtures'
 PAPER = dict(URL='https://arxiv.org/abs/2412.06590',
              Title='Bridging the Divide: Reconsidering Softmax and Linear Attention')
 
@@ -225,8 +226,7 @@ def config_table(models: list[dict[str, Any]]) -> str:
 
 def preset_table() -> str:
     """README: every family's presets (its spec's), the shared fields first."""
-    def show(value: Any) -> str:
-        return '-'.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    show = _show
     shared = ('embed_dims', 'depths', 'num_heads')
     lines = ['| backbone | arch | embed_dims | depths | num_heads | attn_type | other |',
              '|---|---|---|---|---|---|---|']
@@ -252,6 +252,54 @@ def with_table(text: str, name: str, table: str) -> str:
     return pattern.sub(lambda _: f'{start}\n{table}\n{end}', text)
 
 
+# ----------------------------------------------------------------------------- tables from the registry
+HOSTS = {'cloud.tsinghua.edu.cn': 'Tsinghua Cloud'}  # how the tables name a download's host
+
+
+def _download(url: str | None) -> str:
+    if url is None:
+        return 'not published: a local file only'
+    host = url.split('/')[2]
+    return f'[{HOSTS.get(host, host)}]({url})'
+
+
+def weights_table() -> str:
+    """docs/checkpoints.md: every published checkpoint of the registry, its short name and download."""
+    lines = ["| short name | variant | the authors publish it | authors' ImageNet-1K top-1 (input size) |",
+             '| --- | --- | --- | --- |']
+    lines += [f'| `inline://{w.name}` | {variants.title(w.name)} | {_download(w.url)} | {w.top1} ({w.input_size}) |'
+              for _, w in registry.all_weights()]
+    return '\n'.join(lines)
+
+
+def hand_placed_table() -> str:
+    """checkpoints/README.md: every published checkpoint and where a file downloaded by hand goes."""
+    lines = ["| short name | variant | file saved by hand | authors' ImageNet-1K top-1 (input size) | "
+             "authors' download |", '| --- | --- | --- | --- | --- |']
+    lines += [f'| `inline://{w.name}` | {variants.title(w.name)} | '
+              f'`$INLINE_DENSE_CACHE/checkpoints/{variants.file_name(w.name)}` | {w.top1} ({w.input_size}) | '
+              f'{_download(w.url)} |' for _, w in registry.all_weights()]
+    return '\n'.join(lines)
+
+
+def fixtures_table() -> str:
+    """tests/data/fixtures/README.md: each family's fixture, the authors' constructor arguments it was
+    made with and its cases, read from its reference file."""
+    import torch  # the reference files; only this table needs it
+    lines = ["| fixture | family | the authors' model's arguments (the reference's `arch`) | cases (H x W) |",
+             '| --- | --- | --- | --- |']
+    for spec in registry.FAMILIES.values():
+        ref = torch.load(FIXTURES / f'{spec.fixture.name}_reference.pt', weights_only=True)
+        arch = ', '.join(f'{k} {_show(v)}' for k, v in ref['arch'].items())
+        cases = ', '.join(dict.fromkeys('x'.join(map(str, c['input'].shape[-2:])) for c in ref['cases']))
+        lines.append(f'| {spec.fixture.name} | InLine-{spec.title} | {arch} | {cases} |')
+    return '\n'.join(lines)
+
+
+def _show(value: Any) -> str:
+    return '-'.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
 # ----------------------------------------------------------------------------- all of it
 def generated() -> dict[Path, str]:
     """Every generated file and its text."""
@@ -263,6 +311,10 @@ def generated() -> dict[Path, str]:
     files[readme] = with_table(with_table(readme.read_text(), 'folders', folder_table(models)), 'presets',
                                preset_table())
     files[docs] = with_table(docs.read_text(), 'configs', config_table(models))
+    for path, name, table in ((ROOT / 'docs' / 'checkpoints.md', 'weights', weights_table),
+                              (ROOT / 'checkpoints' / 'README.md', 'weights', hand_placed_table),
+                              (FIXTURES / 'README.md', 'fixtures', fixtures_table)):
+        files[path] = with_table(path.read_text(), name, table())
     return files
 
 

@@ -176,6 +176,13 @@ def test_the_dry_run_routes_deformable_attention_through_the_stand_in():
     torch.testing.assert_close(out, pure(value, shapes, loc, weights), rtol=0, atol=1e-5)
 
 
+def test_both_plans_build_every_registered_family():
+    from inline_dense import registry
+    for plan in (CheckPlan(), dry_run_plan('', '')):
+        planned = {name.rsplit('-', 1)[0] for name in plan.backbones}
+        assert {f'inline-{family}' for family in registry.FAMILIES} <= planned
+
+
 def test_time_limit_leaves_steps_not_run(tmp_path):
     results = Results(str(tmp_path), {})
     assert run_check(dry_run_plan('', ''), ['ops', 'toy'], results, 0, str(ROOT)) is False
