@@ -72,7 +72,7 @@ def install(args: argparse.Namespace) -> dict:
                ok=res.returncode == 0 and not row['unmet'])
     if res.returncode:
         row['error'] = res.stderr.strip()[-500:]
-    sys.path.insert(0, args.site)
+    wheels.use_site(Path(args.site))
     return row
 
 

@@ -24,13 +24,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml  # PyYAML: mmengine's dependency
+
+from inline_dense import registry, variants
+from inline_dense.families.spec import FamilySpec, Weights
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import yaml  # noqa: E402  (PyYAML: mmengine's dependency)
-
-from inline_dense import registry, variants  # noqa: E402
-from inline_dense.families.spec import FamilySpec, Weights  # noqa: E402
 
 CONFIGS = ROOT / 'configs'
 BACKBONES = CONFIGS / '_base_' / 'backbones'
