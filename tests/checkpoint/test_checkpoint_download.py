@@ -395,7 +395,7 @@ def test_init_cfg_with_a_short_name_logs_the_source(server, monkeypatch, log_lin
 
 
 def test_a_url_with_a_raw_space_is_quoted_as_a_browser_does(server):
-    """A raw space made http.client raise InvalidURL, past the one-line errors (issue 43, case 12)."""
+    """A raw space made http.client raise InvalidURL, past the one-line errors."""
     data = server.files['inline_swin_mini.pth']
     server.files['my%20swin%C3%A9.pth'] = data  # the server sees the path as sent, percent-encoded
     path = Path(resolve(f'{server.url}/files/my swiné.pth'))

@@ -75,7 +75,7 @@ def test_a_bad_setting_says_what_to_do(setup_env, env, message, hint):
 
 
 def test_uv_that_does_not_exist_or_cannot_run_is_one_line(tmp_path):
-    """Issue 43, item 9: $UV missing, not executable, or a program that is not uv."""
+    """$UV missing, not executable, or a program that is not uv."""
     one_line_error(entry(tmp_path, UV='/nonexistent/uv'), 'UV=/nonexistent/uv is not an executable file', 'unset UV')
     plain = tmp_path / 'uv-not-executable'
     plain.write_text('#!/bin/sh\necho uv 0.0.0\n')
@@ -89,7 +89,7 @@ def test_uv_that_does_not_exist_or_cannot_run_is_one_line(tmp_path):
 
 
 def test_an_environment_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
-    """Issue 43, item 9: INLINE_DENSE_VENV naming a file; and a folder with other things in it."""
+    """INLINE_DENSE_VENV naming a file; and a folder with other things in it."""
     a_file = tmp_path / 'venv.txt'
     a_file.write_text('notes')
     one_line_error(entry(tmp_path, '--plan', INLINE_DENSE_VENV=str(a_file)), 'is a file, not an environment folder',
@@ -103,7 +103,7 @@ def test_an_environment_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
 
 
 def test_an_active_environment_elsewhere_is_named_and_ignored(setup_env, tmp_path):
-    """Issue 43, item 9: a stale VIRTUAL_ENV (no such environment) is named, and .venv is set up."""
+    """A stale VIRTUAL_ENV (no such environment) is named, and .venv is set up."""
     stale = tmp_path / 'gone'
     proc = entry(tmp_path, '--plan', VIRTUAL_ENV=str(stale))
     assert proc.returncode == 0, proc.stderr
