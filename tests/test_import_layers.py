@@ -41,7 +41,7 @@ LAYERS = [
     {'smp_toy'},  # the ecosystem adapters (timm, smp, torchvision) sit above the models they wrap
     {'smp'},
     {'timm', 'torchvision_detection'},
-    {'runtime', 'toy_data'},
+    {'runtime', 'toy_data', 'torchvision_options'},  # torchvision's builder options as our settings
     {'models'},
     {'checkpoint'},
     {'variants'},  # the table of published variants, a view over the registry
