@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = ('ops', 'deform_attn', 'attention', 'backbones', 'detector', 'query_heads', 'toy')
 # inline_dense_dev sits beside inline_dense in the checkout, outside the wheel; its gpu_check.wheels
 # imports only the standard library and packaging, so it runs before the wheels are installed.
-sys.path.insert(0, str(ROOT))
-from inline_dense_dev.gpu_check import wheels  # noqa: E402  (needs the checkout on sys.path first)
+import _checkout  # noqa: E402, F401, I001  (the checkout on sys.path first)
+from inline_dense_dev.gpu_check import wheels  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
