@@ -3,8 +3,8 @@
 ``import inline_dense`` is light: it imports no torch and no OpenMMLab (the family registry only,
 plain data). Use
 
-* :mod:`inline_dense.models`: the backbones in plain torch (``InLineSwin``, ``InLinePVT``,
-  ``InLineCSwin``: one per family of :mod:`inline_dense.registry`), initialised at construction;
+* :mod:`inline_dense.models`: the backbones in plain torch (``InLineSwin`` and the others: one per
+  family of :mod:`inline_dense.registry`), initialised at construction;
   :func:`inline_dense.checkpoint.load_pretrained` loads the authors' ImageNet weights into them;
 * :mod:`inline_dense.openmmlab`: the same backbones for MMDetection / MMSegmentation (registered
   in mmengine's ``MODELS`` with ``init_cfg``), the engine hooks, the mmcv ops and the

@@ -7,7 +7,8 @@ names, every ecosystem adapter, the benchmark zoo, the config bases and the cont
 from it. ``docs/adding_a_family.md`` walks through adding one.
 """
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from .families.cswin import spec as cswin
 from .families.deit import spec as deit
@@ -29,16 +30,34 @@ EXAMPLE_FAMILY = next(iter(FAMILIES))
 """The family defaults and messages name as an example (the first)."""
 
 
+T = TypeVar('T')
+
+
+class UnknownNameError(ValueError):
+    """A family, variant or backbone class name that the registry does not know."""
+
+
+def lookup(kind: str, name: str, table: Mapping[str, T]) -> T:
+    """``table[name]``: THE name check of families, variants and backbone classes. An unknown name
+    raises :class:`UnknownNameError`: one line with the kind, the name and the sorted known names."""
+    if name not in table:
+        raise UnknownNameError(f'unknown InLine {kind} {name!r}; use one of {sorted(table)}.')
+    return table[name]
+
+
 def family(name: str) -> FamilySpec:
-    """The spec of family ``name`` ('swin', ...); ValueError naming the known ones otherwise."""
-    if name not in FAMILIES:
-        raise ValueError(f'unknown InLine family {name!r}; use one of {sorted(FAMILIES)}.')
-    return FAMILIES[name]
+    """The spec of family ``name`` ('swin', ...); :class:`UnknownNameError` naming the known ones otherwise."""
+    return lookup('family', name, FAMILIES)
 
 
 def family_of_class(class_name: str) -> FamilySpec | None:
     """``'InLinePVT'`` -> the PVT spec; None for another class."""
     return next((spec for spec in FAMILIES.values() if spec.class_name == class_name), None)
+
+
+def family_by_class(class_name: str) -> FamilySpec:
+    """``'InLinePVT'`` -> the PVT spec; :class:`UnknownNameError` naming the backbone classes otherwise."""
+    return lookup('backbone class', class_name, {spec.class_name: spec for spec in FAMILIES.values()})
 
 
 def all_weights() -> Iterator[tuple[FamilySpec, Weights]]:

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import variants
-from .models.classifier import VARIANTS
+from . import registry, variants
 from .smp import encoder_name, smp
 from .toy_data import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, make_toy_ade
 
@@ -145,8 +144,10 @@ def check_settings(decoder: str, variant: str, train_seconds: float, max_epochs:
         raise ToyRunError(f'max_epochs={max_epochs!r} must be an integer >= 1.')
     if decoder not in DECODERS:
         raise ToyRunError(f'unknown decoder {decoder!r}; smp has {", ".join(DECODERS)} (names are case-sensitive).')
-    if variant not in VARIANTS:
-        raise ToyRunError(f'unknown variant {variant!r}; use one of {", ".join(sorted(VARIANTS))}.')
+    try:
+        variants.variant(variant)
+    except registry.UnknownNameError as exc:
+        raise ToyRunError(str(exc)) from None
 
 
 def lr_at(progress: float, peak: float, warmup: float = 0.05) -> float:

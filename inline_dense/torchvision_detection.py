@@ -35,9 +35,7 @@ with the zero padding a larger batch supplies. Only boxes assigned to that level
 ones: box side >= 448 px for level '3') and touching that edge are affected. Without
 :func:`pass_image_sizes` (or a ``valid_hw`` argument) the whole padded tensor counts as image.
 """
-import enum
 import math
-import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -45,17 +43,17 @@ from typing import Any
 
 import torch
 from torch import nn
-from torchvision.models import WeightsEnum
 from torchvision.models.detection import FCOS, RetinaNet
 from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
 from torchvision.ops import feature_pyramid_network as tv_fpn
 
 from . import variants
-from .checkpoint import SCHEME, Advice, load_pretrained
+from .checkpoint import load_pretrained
 from .families import backbone_class
 from .layers.backbone import InLineBackboneBase
 from .layers.padding import PaddedBatchSizes, valid_grid_mask
 from .layers.simple_pyramid import NormFactory, SimpleFeaturePyramid
+from .torchvision_options import checkpoint_of, returned_to_out_indices, torchvision_advice, trainable_to_frozen
 from .typing import HW
 
 
@@ -215,73 +213,6 @@ class InLinePlainPyramidBackbone(InLineFPNBackbone):
 SCRIPT_REFUSAL = ('torch.jit.script of a model on an InLineFPNBackbone is not supported: the backbone keeps each '
                   "batch's image sizes in Python state (pass_image_sizes) and the InLine attention's control flow "
                   'is not TorchScript; run the detector eagerly.')
-WEIGHT_NAMES = ('imagenet', 'imagenet1k', 'imagenet1k_v1', 'default')  # all mean the authors' ImageNet-1K file
-
-
-def _checkpoint_of(variant: str, weights: Any) -> str | None:
-    """What ``weights`` (torchvision's convention) names for ``variant``: None (from scratch), or
-    the checkpoint to load (``inline://<variant>`` for the authors' ImageNet weights)."""
-    if weights is None or weights is False:
-        return None
-    if weights is True:
-        return SCHEME + variant
-    name = getattr(weights, 'name', None)  # an enum member, e.g. torchvision's ResNet50_Weights.DEFAULT
-    if isinstance(weights, enum.Enum) and isinstance(name, str):
-        if name.lower() in WEIGHT_NAMES and not isinstance(weights, WeightsEnum):
-            return SCHEME + variant
-        raise ValueError(f'inline_fpn_backbone: weights={weights} belongs to another model '
-                         f'({type(weights).__name__}); the InLine backbones take weights=True, \'imagenet\' '
-                         f'(the authors\' ImageNet-1K file of {variant}), a checkpoint path, URL or inline:// name, '
-                         f'or None.')
-    if not isinstance(weights, (str, os.PathLike)):
-        raise TypeError(f'inline_fpn_backbone: weights={weights!r} ({type(weights).__name__}) is not a weights '
-                        f'choice; use None, True / \'imagenet\', or a checkpoint path, URL or inline:// name.')
-    text = os.fspath(weights)
-    if text.lower() in WEIGHT_NAMES:
-        return SCHEME + variant
-    if '://' in text:
-        return text
-    if not os.path.isfile(os.path.expanduser(text)):
-        looks_like_path = os.sep in text or '.' in os.path.basename(text)
-        what = f'no file {os.path.abspath(os.path.expanduser(text))} exists' if looks_like_path else \
-            'it is no weights name'
-        raise FileNotFoundError(f'inline_fpn_backbone: weights={text!r}: {what}. Use weights=True or '
-                                f'\'imagenet\' for the authors\' ImageNet-1K file of {variant} '
-                                f'(inline://{variant}, downloaded on first use), a checkpoint path or URL, or '
-                                f'weights=None to train from scratch.')
-    return text
-
-
-def _trainable_to_frozen(trainable_layers: int, num_stages: int) -> int:
-    """torchvision's ``trainable_layers`` (counted from the last stage, the stem last) as our
-    ``frozen_stages`` (-1 none, 0 the stem, k the stem and the first k stages)."""
-    if isinstance(trainable_layers, bool) or not isinstance(trainable_layers, int) or \
-            not 0 <= trainable_layers <= num_stages + 1:
-        raise ValueError(f'inline_fpn_backbone: trainable_layers={trainable_layers!r} must be an int in '
-                         f'[0, {num_stages + 1}] (the {num_stages} stages counted from the last, then the patch '
-                         f'embedding; {num_stages + 1} trains everything).')
-    return num_stages - trainable_layers
-
-
-def _returned_to_out_indices(returned_layers: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
-    """torchvision's ``returned_layers`` (1-based, ``layer1`` ..) as our ``out_indices`` (0-based)
-    over the backbone's outputs at ``strides``."""
-    n, layers = len(strides), list(returned_layers)
-    if not layers or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in layers) \
-            or layers != sorted(set(layers)):
-        raise ValueError(f'inline_fpn_backbone: returned_layers={returned_layers!r}: each entry must be in '
-                         f'[1, {n}], increasing, at least one (the outputs at strides '
-                         f'{", ".join(map(str, strides))}).')
-    return tuple(v - 1 for v in layers)
-
-
-def torchvision_advice(variant: str) -> Advice:
-    """The errors' ending for a user of :func:`inline_fpn_backbone` (its ``weights`` argument)."""
-    return Advice(f'pass a checkpoint of {variant} as inline_fpn_backbone(weights=\'/path/to/'
-                  f'{variants.file_name(variant)}\') (or its URL)', 'weights=None to train the backbone from scratch',
-                  "weights='inline://{name}'")
-
-
 def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, out_channels: int = 256,
                         trainable_layers: int | None = None, returned_layers: Sequence[int] | None = None,
                         extra_blocks: tv_fpn.ExtraFPNBlock | None = None,
@@ -312,7 +243,7 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
         **backbone_kwargs: the backbone's arguments (``drop_path_rate``, ``with_cp``, ``embed_dims`` ...).
     """
     entry, spec = variants.variant(variant), variants.spec_of(variant)
-    checkpoint = _checkpoint_of(variant, weights)
+    checkpoint = checkpoint_of(variant, weights)
     preset = spec.presets[entry.arch]
     arch = dict(preset, **{k: v for k, v in backbone_kwargs.items() if k in preset and v is not None})
     strides = [o.stride for o in spec.outputs(arch)]
@@ -320,11 +251,11 @@ def inline_fpn_backbone(variant: str = variants.EXAMPLE, weights: Any = None, ou
         if 'out_indices' in backbone_kwargs:
             raise ValueError(f'inline_fpn_backbone: give returned_layers (1-{len(strides)}) or out_indices '
                              f'(0-{len(strides) - 1}), not both.')
-        backbone_kwargs['out_indices'] = _returned_to_out_indices(returned_layers, strides)
+        backbone_kwargs['out_indices'] = returned_to_out_indices(returned_layers, strides)
     if trainable_layers is not None:
         if 'frozen_stages' in backbone_kwargs:
             raise ValueError('inline_fpn_backbone: give trainable_layers (torchvision) or frozen_stages, not both.')
-        backbone_kwargs['frozen_stages'] = _trainable_to_frozen(trainable_layers, len(strides))
+        backbone_kwargs['frozen_stages'] = trainable_to_frozen(trainable_layers, len(strides))
     family: Callable[..., InLineBackboneBase] = backbone_class(spec)  # each family has its own arguments
     plain = len(set(strides)) == 1  # InLine-DeiT: one stride-16 map per block -> the simple pyramid
     if plain and returned_layers is None:

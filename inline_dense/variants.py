@@ -39,10 +39,8 @@ EXAMPLE = next(iter(VARIANTS))
 
 
 def variant(name: str) -> Variant:
-    """The entry of ``name``; ValueError naming the known ones otherwise."""
-    if name not in VARIANTS:
-        raise ValueError(f'unknown InLine variant {name!r}; use one of {sorted(VARIANTS)}.')
-    return VARIANTS[name]
+    """The entry of ``name``; :class:`inline_dense.registry.UnknownNameError` naming the known ones otherwise."""
+    return registry.lookup('variant', name, VARIANTS)
 
 
 def spec_of(name: str) -> FamilySpec:
@@ -69,6 +67,26 @@ def zoo_name(name: str, baseline: bool = False) -> str | None:
         spec = FAMILIES[entry.family].baseline
         return f'{spec.name}-{size}' if spec else None
     return f'inline-{entry.family}-{size}'
+
+
+def zoo_defaults() -> tuple[str, ...]:
+    """The benchmark's default backbones: each family's first variant, then the mmdet softmax backbone
+    of its preset where the family has one (``('inline-swin-t', 'swin-t', ...)``)."""
+    firsts = [spec.weights[0].name for spec in FAMILIES.values()]
+    return tuple(n for first in firsts for n in (zoo_name(first), zoo_name(first, baseline=True)) if n)
+
+
+def zoo_summary() -> str:
+    """Every benchmark backbone name, the sizes of a prefix in braces: ``'inline-swin-{t,s,b}, ...,
+    swin-{t,s,b}, ...'`` (ours first, then the mmdet softmax baselines)."""
+    sizes: dict[str, list[str]] = {}
+    for baseline in (False, True):
+        for name in VARIANTS:
+            zoo = zoo_name(name, baseline=baseline)
+            if zoo is not None:
+                prefix, size = zoo.rsplit('-', 1)
+                sizes.setdefault(prefix, []).append(size)
+    return ', '.join(f'{prefix}-{{{",".join(found)}}}' for prefix, found in sizes.items())
 
 
 def family_of_class(class_name: str) -> str | None:

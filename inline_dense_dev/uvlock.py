@@ -1,6 +1,6 @@
 """uv.lock, read: the one reader of the lock outside uv (standard library only).
 
-Its users: the compiled mmcv's build (tools/mmcv_full.py: mmcv's version and source), the GPU
+Its users: the compiled mmcv's build (:mod:`.setup.mmcv_full`: mmcv's version and source), the GPU
 check's wheel folder (:mod:`inline_dense_dev.gpu_check.wheels`: the requirement closure) and CI
 (.ci/core_only.sh: the versions the newest core run installs). ``python -m inline_dense_dev.uvlock
 NAME...`` prints ``NAME==VERSION`` for packages locked at one version.

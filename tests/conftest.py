@@ -2,7 +2,7 @@
 
 Markers live in pytest.ini. Fixtures here:
 
-* ``tiny_backbone(kind, init=True, **overrides)``: a small InLine-Swin / InLine-PVT / InLine-CSwin
+* ``tiny_backbone(kind, init=True, **overrides)``: a small backbone of any family of the registry
   (``kind`` in ``TINY_KINDS``) with every kind of block, fast on a CPU;
 * ``load_tool(name)``: ``tools/<name>.py`` as a module;
 * ``one_thread``: torch limited to one thread for the test (small tensors on shared cores);

@@ -62,7 +62,10 @@ _TOOLS: dict[str, ModuleType] = {}
 
 
 def import_tool(name: str) -> ModuleType:
-    """tools/<name>.py as a module (``tools/test.py`` would clash with the stdlib's ``test``)."""
+    """tools/<name>.py as a module (``tools/test.py`` would clash with the stdlib's ``test``); tools/ goes
+    on sys.path, as when a tool runs as a script (the development commands import tools/_checkout.py)."""
+    if str(ROOT / 'tools') not in sys.path:
+        sys.path.append(str(ROOT / 'tools'))
     if name not in _TOOLS:
         spec = importlib.util.spec_from_file_location(f'inline_dense_tools_{name}', ROOT / 'tools' / f'{name}.py')
         module = importlib.util.module_from_spec(spec)

@@ -41,7 +41,7 @@ LAYERS = [
     {'smp_toy'},  # the ecosystem adapters (timm, smp, torchvision) sit above the models they wrap
     {'smp'},
     {'timm', 'torchvision_detection'},
-    {'runtime', 'toy_data'},
+    {'runtime', 'toy_data', 'torchvision_options'},  # torchvision's builder options as our settings
     {'models'},
     {'checkpoint'},
     {'variants'},  # the table of published variants, a view over the registry
@@ -232,6 +232,38 @@ def edges() -> list[Edge]:
 def test_no_import_cycles(edges):
     found = cycles(edges)
     assert not found, '\n'.join(describe(c) for c in found)
+
+
+def tool_edges(tools_dir: Path) -> list[Edge]:
+    """Imports of one tool (``tools/<name>.py``, run as a script: its folder is first on sys.path) by another."""
+    names = {path.stem for path in tools_dir.glob('*.py')}
+    edges = []
+    for path in sorted(tools_dir.glob('*.py')):
+        for node, in_function in _imports(ast.parse(path.read_text(), str(path))):
+            found = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if node.module and not node.level else [])
+            edges += [Edge(f'tools.{path.stem}', f'tools.{t}', path, node.lineno, in_function)
+                      for t in found if t in names]
+    return edges
+
+
+def test_no_import_cycles_in_the_repository():
+    """Beyond the package: the development package and the tools. Nothing imports upwards across the
+    three (the package imports neither; the development package imports no tool), so a cycle would lie
+    inside one of them."""
+    root = PACKAGE_DIR.parent
+    dev = import_edges(root / 'inline_dense_dev')
+    for found in (cycles(dev), cycles(tool_edges(root / 'tools'))):
+        assert not found, '\n'.join(describe(c) for c in found)
+    assert dev, 'no imports found in inline_dense_dev: the scan is broken'
+    for package in (PACKAGE_DIR, root / 'inline_dense_dev'):
+        for path in package.rglob('*.py'):
+            for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ''] if not node.level else [])
+                upward = [n for n in names if n.split('.')[0] in ('tools', *(['inline_dense_dev']
+                                                                             if package == PACKAGE_DIR else []))]
+                assert not upward, f'{path}:{node.lineno} imports {upward}'
 
 
 def test_no_function_level_import_of_a_sibling_package(edges):

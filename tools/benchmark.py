@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
+from inline_dense import variants
 from inline_dense.analysis import jobs, report, zoo
 from inline_dense.analysis.jobs import parse_hw
 from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
@@ -45,8 +46,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--models', nargs='+', default=None,
-                   help=f'backbones by name (default {" ".join(zoo.DEFAULT_MODELS)}); inline-swin-{{t,s,b}}, '
-                        'inline-cswin-{t,s,b}, inline-pvt-{t,s,m,l} and mmdet\'s swin-*, pvt-*')
+                   help=f'backbones by name (default {" ".join(zoo.DEFAULT_MODELS)}); any of '
+                        f'{variants.zoo_summary()} (the last ones mmdet\'s softmax backbones)')
     p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
     p.add_argument('--resolutions', nargs='+', type=parse_hw, default=None,
                    help=f'HxW input sizes (default {" ".join(jobs.DEFAULT_RESOLUTIONS)})')

@@ -11,10 +11,7 @@ like the original file (which loads directly too; converting only saves the work
 at every start and drops the classification head from the file).
 """
 import argparse
-import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from inline_dense import registry
 from inline_dense.checkpoint import CheckpointError, DownloadError

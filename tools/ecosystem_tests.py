@@ -36,10 +36,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from inline_dense import registry  # plain data: the families
 
-from inline_dense import registry  # noqa: E402  (plain data: the families)
+ROOT = Path(__file__).resolve().parents[1]
 
 # timm's name patterns of models whose forward_features gives tokens (timm's ViT contract)
 TOKEN_MODELS = [f'inline_{name}_*' for name, spec in registry.FAMILIES.items() if spec.head.pool == 'token']

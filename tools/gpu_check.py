@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = ('ops', 'deform_attn', 'attention', 'backbones', 'detector', 'query_heads', 'toy')
 # inline_dense_dev sits beside inline_dense in the checkout, outside the wheel; its gpu_check.wheels
 # imports only the standard library and packaging, so it runs before the wheels are installed.
-sys.path.insert(0, str(ROOT))
-from inline_dense_dev.gpu_check import wheels  # noqa: E402  (needs the checkout on sys.path first)
+import _checkout  # noqa: E402, F401, I001  (the checkout on sys.path first)
+from inline_dense_dev.gpu_check import wheels  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -72,7 +72,7 @@ def install(args: argparse.Namespace) -> dict:
                ok=res.returncode == 0 and not row['unmet'])
     if res.returncode:
         row['error'] = res.stderr.strip()[-500:]
-    sys.path.insert(0, args.site)
+    wheels.use_site(Path(args.site))
     return row
 
 

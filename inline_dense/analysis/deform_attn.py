@@ -3,13 +3,14 @@
 Mask2Former-like layouts (``--layout``, see LAYOUTS), or skewed level shapes.
 
     python -m inline_dense.analysis.deform_attn [--layout all --height 800 --width 1333 --runs 3 --rounds 3]
-        [--before OLD_EXT.py]   # e.g. git show main:inline_dense/ops/ext.py > /tmp/ext_main.py
+        [--before OLD.py]   # e.g. git show main:inline_dense/ops/ms_deform_attn.py > /tmp/msda_main.py
 
 The default layout is DINO-4scale's encoder for an image of ``height`` x ``width``: levels at strides
 8, 16, 32, 64, 8 heads of 32 channels, 4 points per level, every key a query. Each
 implementation runs in a fresh subprocess on CPU, so that its peak resident memory (above the
 process's memory after making the inputs) is its own; on CUDA the peak is torch's allocator peak.
-``--before`` adds a third implementation: another stand-in file, served to mmcv's
+``--before`` adds a third implementation: another stand-in file (``ops/ms_deform_attn.py``, or an
+``ops/ext.py`` from before the ops were split into one module each), served to mmcv's
 ``MultiScaleDeformableAttnFunction`` in place of ``mmcv._ext``. The implementations take turns
 (``--rounds``); the figures are medians over every timed step, in wall time and in this
 process's CPU time (steadier on a machine shared with other work).
@@ -73,6 +74,7 @@ def serve_ext(path: str) -> None:
     if spec is None or spec.loader is None:
         raise SystemExit(f'--before {path}: not a Python file; give a copy of an inline_dense/ops/ext.py')
     module = importlib.util.module_from_spec(spec)
+    module.__package__ = 'inline_dense.ops'  # its relative imports (``from .checks import ...``) resolve there
     spec.loader.exec_module(module)
     msda.ext_module = module
 
@@ -148,8 +150,8 @@ def main(argv=None) -> list[dict[str, Any]]:
     parser.add_argument('--runs', type=int, default=3, help='timed steps after one warm-up (default 3)')
     parser.add_argument('--rounds', type=int, default=1, help='turns each implementation takes, each in a fresh '
                         'process, alternating (default 1)')
-    parser.add_argument('--before', default='', help='an older stand-in file (a copy of inline_dense/ops/ext.py) '
-                        'to measure as a third implementation')
+    parser.add_argument('--before', default='', help='an older stand-in file (a copy of '
+                        'inline_dense/ops/ms_deform_attn.py) to measure as a third implementation')
     parser.add_argument('--threads', type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument('--layout', default='dino-enc', choices=[*sorted(LAYOUTS), 'all'],
                         help='level layout (default dino-enc; all = each in turn)')

@@ -105,7 +105,7 @@ def _figure(rows: list[dict[str, Any]], model: str, mode: str, side: int, key: s
 
 
 def ratios(rows: list[dict[str, Any]], time_key: str = 'median_ms') -> list[tuple[str, float, str]]:
-    """The figures issue 40 asks of the run: (what, measured, its bound), the times read from
+    """The figures the scaling run is judged by: (what, measured, its bound), the times read from
     ``time_key`` (``median_ms``, wall; or ``cpu_ms``, the process's CPU time)."""
     inline, vitdet, glob = MODELS
 
@@ -133,12 +133,12 @@ def print_report(rows: list[dict[str, Any]]) -> None:
         print(f'  {model}: ' + (', '.join(steps) or 'n/a'))
     print()
     for what, value, bound in ratios(rows):
-        print(f'  {what}: {value:.3g} (issue 40: {bound})')
+        print(f'  {what}: {value:.3g} (bound {bound})')
     if all(r.get('threads') == 1 for r in rows if not r.get('error')):
         # one thread: its CPU time is what other processes on a shared machine do not inflate
         print('\nthe same by process CPU time (one thread):')
         for what, value, bound in ratios(rows, 'cpu_ms')[:4]:
-            print(f'  {what}: {value:.3g} (issue 40: {bound})')
+            print(f'  {what}: {value:.3g} (bound {bound})')
 
 
 def run(sizes: dict[str, Sequence[int]] | None = None, rounds: int = 1, timeout: float = 3600,

@@ -18,9 +18,7 @@ from ..families.spec import Baseline, FamilySpec, Preset
 from ..openmmlab.config_model import ConfigModel
 
 # each family's smallest variant, then the mmdet softmax backbone of its preset where it has one
-DEFAULT_MODELS = tuple(name for spec in registry.FAMILIES.values()
-                       for name in (variants.zoo_name(spec.weights[0].name),
-                                    variants.zoo_name(spec.weights[0].name, baseline=True)) if name)
+DEFAULT_MODELS = variants.zoo_defaults()
 
 
 def build_inline(spec: FamilySpec, preset: str) -> nn.Module:

@@ -100,9 +100,7 @@ class InLineClassifier(nn.Module):
                  global_pool: str | None = None, drop_rate: float = 0.0, in_chans: int = 3,
                  output_stride: int | None = None, **backbone_kwargs) -> None:
         super().__init__()
-        if family not in registry.FAMILIES:
-            raise ValueError(f'family={family!r}: use one of {sorted(registry.FAMILIES)}.')
-        spec = registry.FAMILIES[family]
+        spec = registry.family(family)
         check_output_stride(output_stride, f'InLine-{family}',
                             [o.stride for o in spec.preset_outputs(arch if isinstance(arch, str) else dict(arch))])
         for key in IGNORED_SIZE_ARGS:  # timm passes these to every model; InLine takes any input size

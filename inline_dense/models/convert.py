@@ -52,11 +52,10 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     check_output_path(dst, path)
     chosen, which = select_weights(read_checkpoint(path, trusted=trusted), weights, repr(src))
     state = state_dict_of(chosen, repr(src), 'model')
-    classes = {spec.class_name: spec for spec in registry.FAMILIES.values()}
-    if backbone != 'auto' and backbone not in classes:
-        raise ValueError(f'unknown backbone {backbone!r}; use one of {sorted(classes)} or auto.')
+    if backbone != 'auto':
+        registry.family_by_class(backbone)  # the name check
     name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))
-    converted, dropped = backbone_class(classes[name]).convert_pretrained(state)
+    converted, dropped = backbone_class(registry.family_by_class(name)).convert_pretrained(state)
     save_converted(converted, {'converted_from': str(src), 'backbone': name, 'dropped': dropped, 'weights': which},
                    dst)
     return name, len(converted), len(dropped)

@@ -1,6 +1,6 @@
-"""Step 4: the backbones (InLine-Swin-T and mmdet's Swin-T, InLine-PVT-T and mmdet's PVT-T v1,
-InLine-CSwin-T), forward and forward + backward under bfloat16 autocast (``plan.amp_dtype``), batch 2, at each size:
-median time after warm-up and peak memory."""
+"""Step 4: the backbones (``plan.backbones``: every registered family's first variant, and mmdet's
+softmax backbone of its preset where the family has one), forward and forward + backward under
+bfloat16 autocast (``plan.amp_dtype``), batch 2, at each size: median time after warm-up and peak memory."""
 from collections.abc import Callable
 from typing import Any
 

@@ -4,9 +4,13 @@ the path mmcv takes on CUDA) against mmcv's pure ``multi_scale_deformable_attn_p
 device, in float32: the forward within 1e-5 and the gradients for value, sampling locations and
 attention weights within 1e-4 (each at the scale of the reference's largest entry, as
 ``tests/ops/test_mmcv_ops_deform_attn.py`` compares them), at random level layouts and at DINO's
-encoder layout; then both implementations' forward + backward time and peak memory there."""
+encoder layout; that repeated calls on one layout read it off the device once (no device sync per
+call: counted by ``torch.cuda.set_sync_debug_mode``); then both implementations' forward + backward
+time and peak memory there."""
 import random
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -90,6 +94,57 @@ def parity_row(row: dict[str, Any], cases: list[list[torch.Tensor]]) -> None:
         row['error'] = f'cases {failed[:10]} outside the tolerance (forward 1e-5, gradients 1e-4)'
 
 
+LAYERS = 6
+"""Calls on one layout in the sync check: a DINO encoder's layers, each a forward and a backward."""
+
+
+@contextmanager
+def counted_syncs(device: torch.device) -> Iterator[list[str]]:
+    """Yields a list that gets the message of each device sync inside the block: torch's sync
+    debug mode warns at each synchronising CUDA call. Nothing is counted on a CPU."""
+    syncs: list[str] = []
+    if device.type != 'cuda':
+        yield syncs
+        return
+    torch.cuda.synchronize(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        torch.cuda.set_sync_debug_mode('warn')
+        try:
+            yield syncs
+        finally:
+            torch.cuda.set_sync_debug_mode('default')
+    syncs.extend(str(w.message) for w in caught if 'synchroniz' in str(w.message))
+
+
+def layout_sync_row(row: dict[str, Any], inputs: list[torch.Tensor]) -> None:
+    """The stand-in's forward and backward (``inline_dense.ops.ext``, as mmcv calls them) ``LAYERS``
+    times on one pair of layout tensors after a first call on it: no layout read and no device sync in
+    those calls (the first call reads the layout, once), then one call on a copy of the layout: one read."""
+    from inline_dense.ops import ext, ms_deform_attn
+    value, shapes, start, loc, weights = inputs
+    grad_out = torch.ones(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3], device=value.device)
+
+    def layer(shapes: torch.Tensor, start: torch.Tensor) -> None:
+        ext.ms_deform_attn_forward(value, shapes, start, loc, weights, im2col_step=64)
+        ext.ms_deform_attn_backward(value, shapes, start, loc, weights, grad_out, torch.zeros_like(value),
+                                    torch.zeros_like(loc), torch.zeros_like(weights), im2col_step=64)
+    layer(shapes, start)
+    reads = ms_deform_attn.layout_reads
+    with counted_syncs(value.device) as syncs:
+        for _ in range(LAYERS):
+            layer(shapes, start)
+    row.update(calls=2 * LAYERS, layout_reads=ms_deform_attn.layout_reads - reads,
+               syncs=len(syncs) if value.device.type == 'cuda' else 'not counted on a CPU')
+    layer(shapes.clone(), start.clone())
+    row['new_layout_reads'] = ms_deform_attn.layout_reads - reads - row['layout_reads']
+    problems = [f'{row["layout_reads"]} layout reads' if row['layout_reads'] else '',
+                f'{len(syncs)} device syncs (first: {syncs[0][:200]})' if syncs else '',
+                f'a new layout read {row["new_layout_reads"]} times' if row['new_layout_reads'] != 1 else '']
+    if any(problems):
+        row.update(ok=False, error=f'{2 * LAYERS} calls on one layout: ' + '; '.join(p for p in problems if p))
+
+
 def run(plan: CheckPlan, emit: Emit) -> None:
     device = torch.device(plan.device)
     h, w = plan.deform_size
@@ -102,6 +157,9 @@ def run(plan: CheckPlan, emit: Emit) -> None:
         inputs = dino_inputs(h, w, batch=1, device=str(device))
         row['keys'] = int(inputs[0].shape[1])
         parity_row(row, [inputs])
+    with recorded(emit, device, name=f'ms_deform_attn layout reads and syncs, DINO encoder {h}x{w}',
+                  dtype='float32', input=f'{h}x{w}') as row:
+        layout_sync_row(row, inputs)
         del inputs
         release(device)
     inputs = dino_inputs(h, w, batch=plan.batch, device=str(device))

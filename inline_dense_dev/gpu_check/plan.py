@@ -4,13 +4,15 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from inline_dense import variants
 from inline_dense.typing import HW
 
 STEPS = ('ops', 'deform_attn', 'attention', 'backbones', 'detector', 'query_heads', 'toy')
 # Swin-T's stage 1 and stage 3 attention: (channels, heads, tokens grid at 1600x2688 input).
 STAGE1 = (96, 3, (400, 672))
 STAGE3 = (384, 12, (100, 168))
-BACKBONES = ('inline-swin-t', 'swin-t', 'inline-pvt-t', 'pvt-t', 'inline-cswin-t')
+# every registered family's first variant, then the mmdet softmax backbone of its preset where it has one
+BACKBONES = variants.zoo_defaults()
 DETECTORS = {'mask-rcnn inline-swin-t': 'configs/mask_rcnn/mask-rcnn_inline-swin-t_fpn_1x_coco.py',
              'mask-rcnn swin-t': 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'}
 # the query-based heads' training steps: config, input size (Mask2Former's lsj crop), options

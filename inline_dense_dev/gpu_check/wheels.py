@@ -299,3 +299,9 @@ def install_offline(folder: Path, target: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps', '--no-compile',
            '--disable-pip-version-check', '--upgrade', '--target', str(target), *wheels]
     return subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PIP_NO_INPUT='1'))
+
+
+def use_site(target: Path) -> None:
+    """Makes what :func:`install_offline` put into ``target`` importable in this process (first on
+    ``sys.path``); the check's workers get it through their own path (the runner passes it on)."""
+    sys.path.insert(0, str(target))

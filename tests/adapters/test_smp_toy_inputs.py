@@ -40,7 +40,7 @@ def toy(tmp_path):
     (['--batch-size', '0'], r"batch size 0 must be an integer >= 2: smp's decoders normalise with BatchNorm"),
     (['--batch-size', '1'], r"batch size 1 must be an integer >= 2"),
     (['--decoder', 'UperNet'], r"unknown decoder 'UperNet'; smp has .*UPerNet"),
-    (['--variant', 'inline_swin_x'], r"unknown variant 'inline_swin_x'; use one of"),
+    (['--variant', 'inline_swin_x'], r"unknown InLine variant 'inline_swin_x'; use one of"),
     (['--decoder', 'DeepLabV3'], r"smp.DeepLabV3 on inline_swin_t: .*output stride"),
 ])
 def test_bad_settings_are_refused_in_one_line(load_tool, toy, args, match):

@@ -174,7 +174,7 @@ def test_a_real_enospc_is_recovered_from_torchs_writer():
 
 
 def test_a_directory_as_the_source_is_named_as_such(tmp_path):
-    """It said 'does not exist', with init_cfg advice (issue 43, case 12)."""
+    """It said 'does not exist', with init_cfg advice."""
     (tmp_path / 'run').mkdir()
     (tmp_path / 'run' / 'iter_400.pth').write_bytes(b'')
     with pytest.raises(CheckpointError, match='is a directory, not a file; pass a checkpoint file in it') as info:

@@ -1,5 +1,5 @@
 """tools/export_onnx.py checks at sizes consistent with the ones it says the graph is valid for, names
-every output, and reports an onnxruntime failure in one line (issue 43, cases 6 and 12).
+every output, and reports an onnxruntime failure in one line.
 
 DINO exported from a 2x3x65x97 example held for heights and widths up to 128 only (a branch taken
 for the small example), yet the check ran at its default sizes (up to 409) and ended in an

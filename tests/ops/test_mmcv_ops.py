@@ -200,6 +200,43 @@ def test_stock_entry_points_import_without_importing_inline_dense():
     assert proc.returncode == 0, proc.stderr
 
 
+# How mmcv._ext is first reached in a fresh interpreter: mmcv.ops imports it while mmdet or mmseg are
+# half imported, or while inline_dense.openmmlab registers; the last one installs the hook by hand.
+FIRST_IMPORTS = {
+    'mmdet': 'from mmdet.apis import DetInferencer',
+    'mmseg': 'from mmseg.apis import MMSegInferencer',
+    'mmdet-dino': 'import mmdet.models.layers.transformer.deformable_detr_layers',
+    'inline_dense.openmmlab': 'import inline_dense.openmmlab',
+    'hook': ('import sys\n'
+             "sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != 'MmcvExtFinder']\n"
+             'import inline_dense_mmcv_hook\n'
+             'inline_dense_mmcv_hook.install()\n'
+             'import mmcv.ops'),
+}
+
+
+@stand_in_only
+@pytest.mark.parametrize('first', FIRST_IMPORTS)
+def test_each_op_family_is_served_whichever_import_reaches_mmcv_ext_first(first):
+    """ext.py imports its sibling op modules while mmcv.ops (and mmdet or mmseg) are half imported:
+    each entry point gets the stand-in with all four op families, and the deformable attention runs."""
+    proc = run_python(FIRST_IMPORTS[first] + '\n'
+                      'import sys, torch, mmcv._ext\n'
+                      'import inline_dense.ops.ext as ext\n'
+                      'assert mmcv._ext is ext, mmcv._ext\n'
+                      "for family in ('nms', 'roi_align', 'focal_loss', 'ms_deform_attn', 'checks'):\n"
+                      "    assert f'inline_dense.ops.{family}' in sys.modules, family\n"
+                      'from mmcv.ops.multi_scale_deform_attn import MultiScaleDeformableAttnFunction as F\n'
+                      'value = torch.randn(1, 5, 1, 2, requires_grad=True)\n'
+                      'shapes, start = torch.tensor([[2, 2], [1, 1]]), torch.tensor([0, 4])\n'
+                      'loc, weights = torch.rand(1, 3, 1, 2, 1, 2), torch.rand(1, 3, 1, 2, 1)\n'
+                      'out = F.apply(value, shapes, start, loc, weights, 64)\n'
+                      'out.sum().backward()\n'
+                      "assert ext.CALLS['ms_deform_attn_forward'] == ext.CALLS['ms_deform_attn_backward'] == 1\n"
+                      "assert ext.nms(torch.tensor([[0., 0, 1, 1]]), torch.ones(1), 0.5).tolist() == [0]\n")
+    assert proc.returncode == 0, proc.stderr
+
+
 @stand_in_only
 def test_mmcv_ext_is_the_stand_in_module_and_has_only_the_names_mmcv_asks_for():
     proc = run_python('import mmcv._ext, inline_dense.ops.ext as ext, mmcv.ops\n'

@@ -188,6 +188,60 @@ def test_the_module_runs_on_the_stand_in_when_mmcv_takes_the_compiled_path(monke
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
 
+def _count_layout_reads(monkeypatch) -> list:
+    """The spatial_shapes tensor of each read of a layout (``.tolist()``: a device sync on CUDA)."""
+    from inline_dense.ops import ms_deform_attn as stand_in
+    reads, read = [], stand_in._read_layout
+    monkeypatch.setattr(stand_in, '_read_layout',
+                        lambda op, shapes, *rest: reads.append(shapes) or read(op, shapes, *rest))
+    return reads
+
+
+def test_the_layout_is_read_once_per_pair_of_layout_tensors(monkeypatch):
+    """A detector builds spatial_shapes / level_start_index once per forward and passes them to every
+    layer, forward and backward: they are read and checked once, not at each of those calls."""
+    reads = _count_layout_reads(monkeypatch)
+    value, shapes, start, loc, weights = _draw(random.Random(SEED + 13))
+
+    def layers(shapes, start, count):  # ``count`` layers' forward and backward on one layout
+        for _ in range(count):
+            leaves = [t.clone().requires_grad_(True) for t in (value, loc, weights)]
+            _through_ext(leaves[0], shapes, start, leaves[1], leaves[2]).sum().backward()
+
+    layers(shapes, start, 6)
+    assert reads == [shapes]
+    layers(shapes.clone(), start.clone(), 6)  # a new pair (the next forward): its contents are unknown
+    assert len(reads) == 2
+
+    def model_forward():  # builds its layout, returns only the output: backward meets the saved tensors
+        return _through_ext(value.clone().requires_grad_(True), shapes.clone(), start.clone(), loc, weights)
+    for _ in range(3):
+        model_forward().sum().backward()
+    assert len(reads) == 5
+
+    start.add_(1)  # changed in place: read again, and refused
+    with pytest.raises(ValueError, match='does not match spatial_shapes'):
+        layers(shapes, start, 1)
+    start.sub_(1)
+    layers(shapes, start, 1)
+    assert len(reads) == 7
+    with pytest.raises(ValueError, match='but value has'):  # a remembered layout still meets each value
+        _through_ext(value[:, 1:].contiguous(), shapes, start, loc, weights)
+    assert len(reads) == 7
+
+
+def test_an_inference_tensor_layout_is_read_at_every_call(monkeypatch):
+    """Inference tensors keep no version counter, so a change in place could not be seen."""
+    reads = _count_layout_reads(monkeypatch)
+    value, shapes, start, loc, weights = _draw(random.Random(SEED + 17))
+    ext = mmcv_ext()
+    with torch.inference_mode():
+        shapes, start = shapes.clone(), start.clone()
+        for _ in range(3):
+            ext.ms_deform_attn_forward(value, shapes, start, loc, weights, im2col_step=64)
+    assert len(reads) == 3
+
+
 def _one_line(err: pytest.ExceptionInfo) -> str:
     text = str(err.value)
     assert '\n' not in text, text

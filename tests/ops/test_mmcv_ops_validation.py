@@ -132,7 +132,7 @@ def test_focal_losses_refuse_targets_outside_the_classes(kind):
 @pytest.mark.parametrize('box', [[5., 1., 1., 5.], [1., 5., 5., 1.]])
 def test_roi_align_refuses_an_inverted_box_in_both_modes_as_mmcv(pool_mode, box):
     """avg returned zeros (torchvision's kernel) and max a plain ValueError; mmcv's kernel refuses
-    an inverted box with aligned=True in both modes (issue 43, case 12)."""
+    an inverted box with aligned=True in both modes."""
     from mmcv.ops import roi_align
     rois = torch.tensor([[0., 1., 1., 5., 5.], [0., *box]])
     with pytest.raises(ValueError) as err:
@@ -157,7 +157,7 @@ def test_roi_align_legacy_mode_samples_an_inverted_box_as_one_pixel(pool_mode):
 @pytest.mark.parametrize('pool_mode', ['avg', 'max'])
 @pytest.mark.parametrize('aligned', [True, False])
 def test_roi_align_refuses_a_huge_box_before_allocating(pool_mode, aligned):
-    """x2 = 1e9 asked the max kernel for about 1 TB (issue 43, case 12); at a fixed sampling ratio
+    """x2 = 1e9 asked the max kernel for about 1 TB; at a fixed sampling ratio
     the same box is cheap and still runs."""
     from mmcv.ops import roi_align
     rois = torch.tensor([[0., 1., 1., 1e9, 5.]])

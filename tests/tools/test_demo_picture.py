@@ -1,4 +1,4 @@
-"""The demo's picture shows what the AP says whatever the head's score scale (issue 43, case 13):
+"""The demo's picture shows what the AP says whatever the head's score scale:
 by default each image's top N predictions, N = its number of ground-truth objects. At the old fixed
 0.5 the DINO toy (box AP 0.45, scores mostly below 0.5) drew one box in four images."""
 import torch

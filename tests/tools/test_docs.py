@@ -1,7 +1,6 @@
 """The README and docs/: every relative link resolves (file and heading), and every option the
 pages show on a ``tools/*.py`` command line exists in that tool's ``--help``."""
 import contextlib
-import importlib.util
 import io
 import re
 from collections.abc import Iterator
@@ -9,6 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from helpers import import_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / 'README.md', *sorted((ROOT / 'docs').rglob('*.md'))]
@@ -94,9 +95,7 @@ def shown_flags(text: str) -> dict[str, set[str]]:
 
 def tool_help(name: str) -> str:
     """``tools/<name>.py --help`` run in this process (its parser exits after printing)."""
-    spec = importlib.util.spec_from_file_location(f'inline_dense_docs_tool_{name}', ROOT / 'tools' / f'{name}.py')
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module: ModuleType = import_tool(name)
     parse = getattr(module, 'parse_args', None) or module.main
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):

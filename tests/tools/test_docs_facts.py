@@ -1,4 +1,4 @@
-"""What the docs say about small inputs and the demo's AP is what the code does (issue 43, case 12).
+"""What the docs say about small inputs and the demo's AP is what the code does.
 
 docs/backbones.md and docs/installation.md said inputs under 32 px are refused, but 31x31 ran:
 inputs smaller than the total stride are zero-padded to it. The README gave the demo's AP as the

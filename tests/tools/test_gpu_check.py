@@ -64,6 +64,8 @@ def test_dry_run_end_to_end(tmp_path):
         assert deform[name]['failed'] == 0
         assert deform[name]['cases'] >= 1
         assert max(v for k, v in deform[name].items() if k.endswith('_err_over_tol')) < 1
+    syncs = deform[f'ms_deform_attn layout reads and syncs, DINO encoder {h}x{w}']
+    assert (syncs['layout_reads'], syncs['new_layout_reads'], syncs['calls']) == (0, 1, 12)
     for impl in ('pure', 'stand-in'):
         assert deform[f'{impl} fwd+bwd, DINO encoder {h}x{w}']['median_ms'] > 0
     assert deform['stand-in / pure time']['ratio'] > 0
@@ -131,6 +133,28 @@ def test_deform_attn_parity_fails_a_wrong_implementation(monkeypatch):
     assert row['forward_err_over_tol'] > 1
 
 
+def test_the_layout_row_fails_a_stand_in_that_reads_the_layout_at_every_call(monkeypatch):
+    """The deform step's sync row: no layout read in repeated calls on one layout (on CUDA each read
+    is a device sync, which the row counts there too), one read for a new layout."""
+    import random
+
+    import torch
+
+    from inline_dense.ops import ms_deform_attn
+    from inline_dense_dev.gpu_check import deform_attn_step as step
+    inputs = step.random_layout(random.Random(5), torch.device('cpu'))
+    row: dict = {}
+    step.layout_sync_row(row, inputs)
+    assert 'error' not in row, row
+    assert (row['layout_reads'], row['new_layout_reads']) == (0, 1)
+    monkeypatch.setattr(ms_deform_attn, '_versions', lambda *tensors: None)  # nothing remembered
+    row = {}
+    step.layout_sync_row(row, inputs)
+    assert row['ok'] is False
+    assert row['layout_reads'] == 2 * step.LAYERS
+    assert '12 layout reads' in row['error']
+
+
 def test_the_dry_run_routes_deformable_attention_through_the_stand_in():
     """On a CPU, mmcv calls its pure function; the query-head step sends it through mmcv._ext,
     as mmcv does on CUDA, and puts the pure function back after."""
@@ -150,6 +174,13 @@ def test_the_dry_run_routes_deformable_attention_through_the_stand_in():
     assert ext.CALLS['ms_deform_attn_forward'] == before + 1
     assert msda.multi_scale_deformable_attn_pytorch is pure
     torch.testing.assert_close(out, pure(value, shapes, loc, weights), rtol=0, atol=1e-5)
+
+
+def test_both_plans_build_every_registered_family():
+    from inline_dense import registry
+    for plan in (CheckPlan(), dry_run_plan('', '')):
+        planned = {name.rsplit('-', 1)[0] for name in plan.backbones}
+        assert {f'inline-{family}' for family in registry.FAMILIES} <= planned
 
 
 def test_time_limit_leaves_steps_not_run(tmp_path):

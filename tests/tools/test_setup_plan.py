@@ -1,6 +1,7 @@
-"""tools/setup_env.py and tools/mmcv_full.py in-process: the settings read once from the
+"""The setup (inline_dense_dev/setup: env, mmcv_full, __main__) in-process: the settings read once from the
 environment, the errors (one line each, with what to do), uv's command line and the compiled mmcv's
 cache key. The shell entry is run too, for the cases that must end in one line, not a traceback."""
+import importlib
 import os
 import subprocess
 import sys
@@ -13,16 +14,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def setup_env(load_tool):
-    return load_tool('setup_env')
+def setup_env():
+    """The setup's settings, errors and uv (``inline_dense_dev.setup.env``)."""
+    from inline_dense_dev.setup import env
+    return env
 
 
 @pytest.fixture
-def mmcv_full(setup_env, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / 'tools'))
-    monkeypatch.setitem(sys.modules, 'setup_env', setup_env)  # as setup_env.py's __main__ block makes it
-    import importlib
-    return importlib.import_module('mmcv_full')
+def setup_main():
+    """The setup's entry (``python -m inline_dense_dev.setup``)."""
+    return importlib.import_module('inline_dense_dev.setup.__main__')
+
+
+@pytest.fixture
+def mmcv_full():
+    from inline_dense_dev.setup import mmcv_full
+    return mmcv_full
 
 
 def entry(tmp_path, *args, **env) -> subprocess.CompletedProcess:
@@ -68,7 +75,7 @@ def test_a_bad_setting_says_what_to_do(setup_env, env, message, hint):
 
 
 def test_uv_that_does_not_exist_or_cannot_run_is_one_line(tmp_path):
-    """Issue 43, item 9: $UV missing, not executable, or a program that is not uv."""
+    """$UV missing, not executable, or a program that is not uv."""
     one_line_error(entry(tmp_path, UV='/nonexistent/uv'), 'UV=/nonexistent/uv is not an executable file', 'unset UV')
     plain = tmp_path / 'uv-not-executable'
     plain.write_text('#!/bin/sh\necho uv 0.0.0\n')
@@ -82,7 +89,7 @@ def test_uv_that_does_not_exist_or_cannot_run_is_one_line(tmp_path):
 
 
 def test_an_environment_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
-    """Issue 43, item 9: INLINE_DENSE_VENV naming a file; and a folder with other things in it."""
+    """INLINE_DENSE_VENV naming a file; and a folder with other things in it."""
     a_file = tmp_path / 'venv.txt'
     a_file.write_text('notes')
     one_line_error(entry(tmp_path, '--plan', INLINE_DENSE_VENV=str(a_file)), 'is a file, not an environment folder',
@@ -96,7 +103,7 @@ def test_an_environment_that_is_a_file_or_a_foreign_folder_is_refused(tmp_path):
 
 
 def test_an_active_environment_elsewhere_is_named_and_ignored(setup_env, tmp_path):
-    """Issue 43, item 9: a stale VIRTUAL_ENV (no such environment) is named, and .venv is set up."""
+    """A stale VIRTUAL_ENV (no such environment) is named, and .venv is set up."""
     stale = tmp_path / 'gone'
     proc = entry(tmp_path, '--plan', VIRTUAL_ENV=str(stale))
     assert proc.returncode == 0, proc.stderr
@@ -153,16 +160,16 @@ def test_uv_comes_from_the_index_and_says_so_when_it_cannot(setup_env, tmp_path,
     assert 'UV=/path/to/uv' in err.value.hint
 
 
-def test_plan_and_options(setup_env, tmp_path, capsys):
-    assert setup_env.main(['--plan'], {'INLINE_DENSE_VENV': str(tmp_path / 'v'), 'STACK': 'onedl'}) == 0
+def test_plan_and_options(setup_main, tmp_path, capsys):
+    assert setup_main.main(['--plan'], {'INLINE_DENSE_VENV': str(tmp_path / 'v'), 'STACK': 'onedl'}) == 0
     out = dict(line.split(': ', 1) for line in capsys.readouterr().out.splitlines())
     assert out['stack'] == 'onedl (extra [onedl])'
     assert out['environment-now'] == 'made by uv'
     assert out['lock'] == str(ROOT / 'uv.lock')
     assert out['command'].startswith('uv sync --locked')
     assert not (tmp_path / 'v').exists()
-    assert setup_env.main(['--plna']) == 2
-    assert setup_env.main(['--check-first-time'], {'UV': '/nonexistent/uv'}) == 1  # one line, as the setup
+    assert setup_main.main(['--plna']) == 2
+    assert setup_main.main(['--check-first-time'], {'UV': '/nonexistent/uv'}) == 1  # one line, as the setup
 
 
 def test_compiled_ops_target(mmcv_full, setup_env, monkeypatch):

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def setup_env(load_tool):
-    return load_tool('setup_env')
+def setup_env():
+    """The setup's settings and errors (``inline_dense_dev.setup.env``)."""
+    from inline_dense_dev.setup import env
+    return env
 
 
 def supported_names(setup_env) -> list:
@@ -37,10 +39,8 @@ def test_the_pythons_come_from_requires_python(setup_env):
         assert 'PYTHON=python3.13' in err.value.hint
 
 
-def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(load_tool, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / 'tools'))
-    monkeypatch.setitem(sys.modules, 'setup_env', load_tool('setup_env'))
-    import mmcv_full
+def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out():
+    from inline_dense_dev.setup import mmcv_full
     for version in ((3, 11), (3, 12)):
         mmcv_full.check_python(version)
     with pytest.raises(mmcv_full.SetupError, match=r'MMCV=full does not build on Python 3\.13.*PEP 667') as err:
@@ -50,7 +50,8 @@ def test_mmcv_full_is_refused_on_3_13_with_the_cause_and_the_way_out(load_tool, 
 
 
 def test_the_help_the_shell_entry_and_the_classifiers_name_the_supported_pythons(setup_env, capsys):
-    assert setup_env.main(['--help']) == 0
+    from inline_dense_dev.setup.__main__ import main
+    assert main(['--help']) == 0
     help_text = capsys.readouterr().out
     names = supported_names(setup_env)
     assert f'{", ".join(names[:-1])} or {names[-1]}' in help_text

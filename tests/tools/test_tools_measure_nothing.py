@@ -1,4 +1,4 @@
-"""Tools exit non-zero, with one line, when they measured nothing (issue 43, cases 7 and 8):
+"""Tools exit non-zero, with one line, when they measured nothing:
 benchmark --device cuda without CUDA, a benchmark whose table holds only failures, and
 export_onnx / get_flops / benchmark on a config whose head cannot run on a plain image batch
 (mmseg's Mask2Former: refused before any export is tried)."""

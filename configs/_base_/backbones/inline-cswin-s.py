@@ -8,11 +8,11 @@ inline_backbone = dict(
     type='InLineCSwin',
     arch='small',
     init_cfg=dict(type='Pretrained', checkpoint='inline://inline_cswin_s'))
-# Output channels of the 4 outputs (strides 4, 8, 16, 32): the neck / head inputs.
+# Output channels of the 4 outputs of InLine-CSwin-S (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [64, 128, 256, 512]
-# Stochastic depth for detection: CSWin publishes no detection configs, so these follow the Swin
-# detection recipes (T/S/B 0.2/0.3/0.3).
+# Stochastic depth of InLine-CSwin-S for detection: CSWin publishes no detection configs, so these
+# follow the Swin detection recipes (T/S/B 0.2/0.3/0.3).
 inline_drop_path_rate = 0.3
-# Stochastic depth for ADE20K (UperNet, Semantic FPN, Mask2Former): CSWin's own UperNet configs
-# (microsoft/CSWin-Transformer, segmentation/configs/cswin: T/S/B 0.3/0.4/0.6).
+# Stochastic depth of InLine-CSwin-S for ADE20K (UperNet, Semantic FPN, Mask2Former): CSWin's own
+# UperNet configs (microsoft/CSWin-Transformer, segmentation/configs/cswin: T/S/B 0.3/0.4/0.6).
 inline_seg_drop_path_rate = 0.4

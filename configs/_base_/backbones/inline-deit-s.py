@@ -8,8 +8,8 @@ inline_backbone = dict(
     type='InLineDeiT',
     arch='small',
     init_cfg=dict(type='Pretrained', checkpoint='inline://inline_deit_s'))
-# Output channels of the 12 outputs (strides each 16: one per block): the neck / head inputs.
+# Output channels of the 12 outputs of InLine-DeiT-S (strides each 16: one per block): the neck / head inputs.
 inline_channels = [320, 320, 320, 320, 320, 320, 320, 320, 320, 320, 320, 320]
-# Stochastic depth for detection: ViTDet's and mmseg's ViT-B rate (0.1) for every size: the plain
-# backbones are at most ViT-B wide.
+# Stochastic depth of InLine-DeiT-S for detection: ViTDet's and mmseg's ViT-B rate (0.1) for every
+# size: the plain backbones are at most ViT-B wide.
 inline_drop_path_rate = 0.1

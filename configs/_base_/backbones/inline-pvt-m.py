@@ -8,8 +8,8 @@ inline_backbone = dict(
     type='InLinePVT',
     arch='medium',
     init_cfg=dict(type='Pretrained', checkpoint='inline://inline_pvt_m'))
-# Output channels of the 4 outputs (strides 4, 8, 16, 32): the neck / head inputs.
+# Output channels of the 4 outputs of InLine-PVT-M (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [64, 128, 320, 512]
-# Stochastic depth for detection: mmdet's PVT default (0.1) for every size; the segmentation recipes
-# set their own (configs/_base_/recipes).
+# Stochastic depth of InLine-PVT-M for detection: mmdet's PVT default (0.1) for every size; the
+# segmentation recipes set their own (configs/_base_/recipes).
 inline_drop_path_rate = 0.1

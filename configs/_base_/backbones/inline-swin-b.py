@@ -8,8 +8,8 @@ inline_backbone = dict(
     type='InLineSwin',
     arch='base',
     init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_b'))
-# Output channels of the 4 outputs (strides 4, 8, 16, 32): the neck / head inputs.
+# Output channels of the 4 outputs of InLine-Swin-B (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [128, 256, 512, 1024]
-# Stochastic depth for detection: the Swin detection recipes (mmdet configs/swin: T/S/B
-# 0.2/0.3/0.3); the segmentation recipes set their own (configs/_base_/recipes).
+# Stochastic depth of InLine-Swin-B for detection: the Swin detection recipes (mmdet configs/swin:
+# T/S/B 0.2/0.3/0.3); the segmentation recipes set their own (configs/_base_/recipes).
 inline_drop_path_rate = 0.3

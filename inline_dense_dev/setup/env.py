@@ -1,47 +1,19 @@
-"""The setup behind ``bash tools/setup_env.sh``: uv syncs the environment to uv.lock.
-
-    bash tools/setup_env.sh         set up the environment, or bring it up to date (safe to repeat)
-    bash tools/setup_env.sh --plan  say what the setup would do; change nothing
-    MMCV=full bash tools/setup_env.sh --check-first-time   rehearse the compiled mmcv's build (no compile)
-uv (pinned in requirements/build.txt, fetched once into $INLINE_DENSE_CACHE/uv) installs what uv.lock
-pins for the project (editable), one stack's extra and the ``dev`` group; then the stack must import.
-Settings, read once from the environment:
-  STACK=openmmlab (default: the last OpenMMLab releases, mmcv-lite) or onedl (their successors)
-  MMCV=lite (default: no compiler) or full (openmmlab: mmcv compiled with its ops; tools/mmcv_full.py)
-  PYTHON the interpreter for a new environment: 3.11, 3.12 or 3.13 (default python3)
-  INLINE_DENSE_VENV the environment (default .venv here; an active $VIRTUAL_ENV elsewhere is ignored)
-  UV a uv binary instead of the pinned one; INLINE_DENSE_CACHE the setup's cache (~/.cache/inline_dense);
-  UV_CACHE_DIR uv's cache; FORCE_CUDA=1/0, MAX_JOBS, CXX: the compiled mmcv's build
-"""
+"""What the setup reads and runs: its settings (read once from the environment), its errors, and uv
+(the pinned binary, the project's commands). Standard library only; the entry is
+:mod:`inline_dense_dev.setup.__main__` (``bash tools/setup_env.sh``)."""
 import dataclasses
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / 'requirements' / 'build.txt'
 STACKS = {'openmmlab': 'lite', 'onedl': 'onedl'}  # stack -> its extra in pyproject.toml
 FLAVOURS = ('lite', 'full')
-IMPORT_CHECK = '''
-import compileall, importlib.util, warnings
-warnings.simplefilter('ignore')  # byte-compiled as pip does (uv does not): no escape warnings at first import
-for name in ('mmengine', 'mmcv', 'mmdet', 'mmseg'):
-    [compileall.compile_dir(d, quiet=1, workers=0) for d in importlib.util.find_spec(name).submodule_search_locations]
-import torch, mmcv, mmcv._ext as ext, mmcv.ops, mmdet, mmseg, mmengine, inline_dense
-from mmdet.apis import DetInferencer
-from mmseg.apis import MMSegInferencer
-from mmcv.ops import nms
-assert nms(torch.tensor([[0., 0., 4., 4.], [1., 1., 5., 5.]]), torch.tensor([.9, .8]), .3)[1].tolist() == [0]
-ops = 'inline_dense stand-in' if getattr(ext, 'IS_STAND_IN', False) else 'compiled'
-print(f'[setup] ok: inline_dense {inline_dense.__version__} | torch {torch.__version__} | mmengine '
-      f'{mmengine.__version__} | mmcv {mmcv.__version__} ({ops} ops) | mmdet {mmdet.__version__} | mmseg '
-      f'{mmseg.__version__}')
-'''
 # A failed uv step: what its output says -> what to do.
 UV_CAUSES = (
     (r'needs to be updated|lockfile .* not up-to-date', 'uv.lock does not match pyproject.toml: run `uv lock` '
@@ -153,7 +125,7 @@ def find_uv(settings: Settings) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         proc = subprocess.run([python, '-m', 'pip', 'install', '-q', '--disable-pip-version-check', '--no-deps',
                                '--only-binary', ':all:', '--target', str(partial), f'uv=={version}'],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=child_env())
         if proc.returncode == 0 and (partial / 'bin' / 'uv').is_file():
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(partial, folder)
@@ -164,10 +136,20 @@ def find_uv(settings: Settings) -> Path:
                      'tools/setup_env.sh')
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of the setup's subprocesses: this one's, without an active ``VIRTUAL_ENV`` and
+    without the checkout on ``PYTHONPATH`` (tools/setup_env.sh puts it there for this package only: the
+    environment must import inline_dense through its own install), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k != 'VIRTUAL_ENV'}
+    paths = [p for p in env.pop('PYTHONPATH', '').split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    if paths:
+        env['PYTHONPATH'] = os.pathsep.join(paths)
+    return dict(env, **extra)
+
+
 def run_uv(uv: Path, settings: Settings, what: str, *args: str) -> None:
     """One uv command on the project, for ``settings.venv``; a failure names its cause."""
-    env = {k: v for k, v in os.environ.items() if k != 'VIRTUAL_ENV'}
-    env['UV_PROJECT_ENVIRONMENT'] = str(settings.venv)
+    env = child_env(UV_PROJECT_ENVIRONMENT=str(settings.venv))
     proc = subprocess.run([str(uv), *args], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     if proc.returncode:
         print(proc.stderr.rstrip(), file=sys.stderr)
@@ -181,57 +163,3 @@ def sync_args(settings: Settings) -> list:
     if settings.flavour == 'full':  # mmcv-lite's place goes to the compiled mmcv, which uv leaves alone
         args += ['--no-install-package', 'mmcv-lite', '--inexact']
     return args
-
-
-def setup(settings: Settings) -> None:
-    t0 = time.time()
-    uv = find_uv(settings)
-    if settings.note():
-        say(settings.note())
-    say(f'syncing {settings.venv} to uv.lock: STACK={settings.stack}, MMCV={settings.flavour}, Python '
-        f'{sys.version.split()[0]} (the first time: ~3 GiB, torch is a CUDA build)')
-    run_uv(uv, settings, 'installing the locked environment', *sync_args(settings))
-    if settings.flavour == 'full':
-        import mmcv_full
-        mmcv_full.install(settings, uv)
-    if subprocess.run([str(settings.python), '-c', IMPORT_CHECK]).returncode:
-        raise SetupError('the environment was installed but the stack does not import (above)',
-                         f'run it again from nothing: rm -rf {settings.venv} && bash tools/setup_env.sh')
-    say(f'done in {time.time() - t0:.0f} s: {settings.venv} (activate: source {settings.venv}/bin/activate)')
-
-
-def print_plan(settings: Settings) -> None:
-    lines = {'stack': f'{settings.stack} (extra [{STACKS[settings.stack]}])', 'mmcv': settings.flavour,
-             'environment': settings.venv, 'environment-now': 'exists' if settings.python.exists() else 'made by uv',
-             'python': sys.version.split()[0], 'lock': ROOT / 'uv.lock', 'note': settings.note()[6:],
-             'uv': settings.uv or f'the pinned uv, in {settings.cache / "uv"}',
-             'command': f'uv {" ".join(sync_args(settings))}'}
-    print(''.join(f'{k}: {v}\n' for k, v in lines.items() if v), end='')
-
-
-def main(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> int:
-    if list(argv) in (['-h'], ['--help']):
-        print(__doc__)
-        return 0
-    if list(argv) not in ([], ['--plan'], ['--check-first-time']):
-        print(f'tools/setup_env.sh: unknown option {" ".join(argv)} (see --help)', file=sys.stderr)
-        return 2
-    try:
-        check_python(sys.version_info[:2])
-        settings = Settings.from_env(env)
-        if argv == ['--plan']:
-            print_plan(settings)
-        elif argv == ['--check-first-time']:
-            import mmcv_full
-            mmcv_full.rehearse(settings, find_uv(settings))
-        else:
-            setup(settings)
-    except SetupError as exc:
-        print(f'[setup] ERROR: {exc}\n[setup]   -> {exc.hint}', file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == '__main__':
-    import setup_env  # one module object: tools/mmcv_full.py imports it by name
-    sys.exit(setup_env.main(sys.argv[1:]))

@@ -1,9 +1,9 @@
 """The compiled mmcv option of the setup (``MMCV=full bash tools/setup_env.sh``; STACK=openmmlab).
 
-The environment is synced without mmcv-lite (tools/setup_env.py); this module puts in its place mmcv
+The environment is synced without mmcv-lite (:mod:`.env`'s ``sync_args``); this module puts in its place mmcv
 of the same version built from its sdist (uv.lock pins its URL and hash) with all its ops, with the
 build tools of requirements/build.txt and the C++ standard the installed torch's headers need
-(tools/torch_cxx_std.py; mmcv 2.1.0 hard-codes an older one). The wheel is cached under
+(``torch_cxx_std.py`` here; mmcv 2.1.0 hard-codes an older one). The wheel is cached under
 ``$INLINE_DENSE_CACHE/wheels/<key>``, the key naming what changes the build: mmcv, torch, Python, the
 ops target (cpu / cudaX) and the build tools. ``--check-first-time`` rehearses the first steps
 (fetch, prepare, build the Python part) in a throw-away environment, compiling nothing.
@@ -21,12 +21,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from setup_env import BUILD, ROOT, Settings, SetupError, run_uv, say
+from .. import uvlock
+from .env import BUILD, Settings, SetupError, child_env, run_uv, say
 
-sys.path.insert(0, str(ROOT))
-from inline_dense_dev import uvlock  # the checkout's development package
-
-CXX_PROBE = ROOT / 'tools' / 'torch_cxx_std.py'
+CXX_PROBE = Path(__file__).with_name('torch_cxx_std.py')
 # mmcv 2.1.0's setup.py reads its version through exec() into locals(), which Python 3.13 no longer
 # updates (PEP 667): the build fails there with KeyError: '__version__'.
 FULL_PYTHONS = ((3, 11), (3, 12))
@@ -93,8 +91,9 @@ def build(settings: Settings, uv: Path, python: Path, work: Path, ops: str, comp
     tools = work / 'build-tools'
     run_uv(uv, settings, 'installing the pinned build tools (requirements/build.txt)', 'pip', 'install', '-q',
            '--python', str(python), '--target', str(tools), '-c', str(BUILD), 'setuptools', 'wheel', 'ninja')
-    env = dict(os.environ, PYTHONPATH=str(tools), PATH=f'{tools / "bin"}{os.pathsep}{os.environ["PATH"]}',
-               MMCV_WITH_OPS='1', FORCE_CUDA='1' if ops.startswith('cuda') else '0', MAX_JOBS=str(settings.max_jobs))
+    env = child_env(PYTHONPATH=str(tools), PATH=f'{tools / "bin"}{os.pathsep}{os.environ["PATH"]}',
+                    MMCV_WITH_OPS='1', FORCE_CUDA='1' if ops.startswith('cuda') else '0',
+                    MAX_JOBS=str(settings.max_jobs))
     if compile_ops:
         say(f'compiling {src.name} (ops: {ops}, {std}, {settings.max_jobs} jobs): ~10-30 min on 2 cores, once')
     log = settings.cache / 'logs' / f'mmcv-build-{ops}.log'
@@ -116,7 +115,7 @@ def cxx_standard(settings: Settings, python: Path) -> str:
     if shutil.which(settings.cxx.split()[0]) is None:
         raise SetupError(f'no C++ compiler ({settings.cxx}) found; MMCV=full compiles mmcv',
                          'apt-get install -y build-essential python3-dev, or use the default MMCV=lite (no compiler)')
-    proc = subprocess.run([str(python), str(CXX_PROBE)], capture_output=True, text=True)
+    proc = subprocess.run([str(python), str(CXX_PROBE)], capture_output=True, text=True, env=child_env())
     if proc.returncode:
         raise SetupError(f"torch's headers compile with neither C++17 nor C++20: {proc.stderr.strip()}",
                          f"a newer compiler is needed (g++ >= 10): check '{settings.cxx} --version'")
@@ -129,7 +128,7 @@ def install(settings: Settings, uv: Path) -> None:
     code = ('import json, sys, torch; print(json.dumps([torch.__version__.split("+")[0], torch.version.cuda, '
             'torch.cuda.is_available(), "%d.%d" % sys.version_info[:2]]))')
     torch_version, cuda, available, python = json.loads(subprocess.run(
-        [str(settings.python), '-c', code], capture_output=True, text=True, check=True).stdout)
+        [str(settings.python), '-c', code], capture_output=True, text=True, check=True, env=child_env()).stdout)
     ops = compiled_ops_target(settings, cuda, available)
     folder = settings.cache / 'wheels' / wheel_key(uvlock.package('mmcv-lite').version, torch_version, python, ops)
     wheel = cached_wheel(folder)

@@ -1,5 +1,6 @@
 """Print the C++ standard (``c++17`` or ``c++20``) that the installed torch's headers
-compile with. ``tools/setup_env.sh`` builds mmcv's ops with it: torch >= 2.10 needs
+compile with. ``MMCV=full bash tools/setup_env.sh`` builds mmcv's ops with it (run as a script by
+the environment's Python, :mod:`.mmcv_full`): torch >= 2.10 needs
 C++20, older releases C++17, and mmcv 2.1.0's setup.py hard-codes an older standard.
 
 It compiles a one-line probe including ``torch/extension.h`` with each standard in turn
