@@ -155,6 +155,19 @@ def test_panoptic_dataset_loads_things_and_stuff(tmp_path):
     assert sample.gt_instances.masks.masks.shape[1:] == seg.shape[1:]
 
 
+def test_the_tools_dataset_check_counts_panoptic_segments(tmp_path):
+    """tools/train.py and tools/test.py check the annotation files before running: a panoptic file's
+    units are the segments of each image's segments_info (none degenerate here), not its images."""
+    from inline_dense.openmmlab.engine.dataset_checks import annotation_counts, check_dataset_and_heads
+    cfg, ds = dataset(PANOPTIC, tmp_path / 'pan', SMALL)
+    path = tmp_path / 'pan' / 'annotations' / 'panoptic_val2017.json'
+    segments = sum(len(a['segments_info']) for a in json.loads(path.read_text())['annotations'])
+    assert annotation_counts(str(path), ds.metainfo['classes']) == dict(total=segments, degenerate=0, unknown=0)
+    for loader in ('val_dataloader', 'test_dataloader'):
+        cfg[loader].dataset.data_root = str(tmp_path / 'pan') + '/'
+    check_dataset_and_heads(cfg, ['val_dataloader', 'test_dataloader'])  # raises when it would drop them all
+
+
 def test_cityscapes_dataset_reads_train_ids(tmp_path):
     cfg, ds = dataset(CITYSCAPES['upernet'], tmp_path / 'cs', SMALL_CITY)
     assert len(ds.metainfo['classes']) == 19
