@@ -16,6 +16,8 @@ Examples (see README, Performance)::
     python tools/benchmark.py --anchors --models inline-swin-t --resolutions 800x1216 --threads 1
     # torch.compile(dynamic=True) vs eager: compile time, recompiles and speed-up, three sizes
     python tools/benchmark.py --compile --models inline-swin-t --resolutions 224x320 256x288 288x352 --batch 2
+    # UperNet at Cityscapes' size: whole image vs mmseg's sliding windows (docs/performance.md)
+    python tools/benchmark.py --segmentor-inference --threads 1 --warmup 1 --runs 2 --rounds 2
 
 Each (model, resolution, mode) runs in a fresh subprocess so that the peak memory
 (CPU: resident set size above the level before the first step; CUDA:
@@ -94,6 +96,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument('--scaling', nargs='*', type=int, default=None, metavar='SIDE',
                    help='instead: the scaling figure (inline_dense.analysis.scaling): InLine-DeiT-S, ViTDet-layout '
                         'and global softmax ViTs of one shape at 512-2048 (4096 forward), or at the SIDEs given')
+    p.add_argument('--segmentor-inference', action='store_true',
+                   help='instead: UperNet inference at 1024x2048 (inline_dense.analysis.segmentor_inference): '
+                        'InLine-Swin-T / InLine-DeiT-S whole image, mmseg\'s Swin-T whole and with 1024x1024 '
+                        'sliding windows at stride 768; InLine-Swin-T also at 2048x4096')
     args = p.parse_args(argv)
     if args.models is None:
         args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
@@ -305,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload = run_anchors(args)
     elif args.dtype_error:
         payload = run_dtype_error(args)
+    elif args.segmentor_inference:
+        from inline_dense.analysis import segmentor_inference
+        payload = segmentor_inference.benchmark(args, ROOT)
+        args.no_plot = True  # five rows, two inference modes: the table says it; no sweep figure
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)

@@ -1,5 +1,6 @@
-"""``ToyCocoDataset`` (mmdet) and ``ToyADE20KDataset`` (mmseg): the real dataset classes,
-with the toy classes as metainfo, that generate their folder when it is missing.
+"""``ToyCocoDataset``, ``ToyCocoPanopticDataset`` (mmdet), ``ToyADE20KDataset`` and
+``ToyCityscapesDataset`` (mmseg): the real dataset classes, with the toy classes as metainfo
+(Cityscapes keeps its 19), that generate their folder when it is missing.
 
 Import this module (e.g. ``custom_imports=dict(imports=['inline_dense.openmmlab.toy_datasets'])``)
 to register them; a registry whose package is not installed is skipped.
@@ -11,7 +12,16 @@ from typing import ClassVar
 from mmengine.dist import barrier, is_distributed
 
 from ..toy_data.ade import DEFAULT_ADE_ROOT, TOY_ADE_CLASSES, TOY_ADE_PALETTE, make_toy_ade
+from ..toy_data.cityscapes import DEFAULT_CITYSCAPES_ROOT, make_toy_cityscapes
 from ..toy_data.coco import DEFAULT_COCO_ROOT, TOY_COCO_CLASSES, TOY_COCO_PALETTE, make_toy_coco
+from ..toy_data.coco_panoptic import (
+    DEFAULT_COCO_PANOPTIC_ROOT,
+    TOY_PANOPTIC_CLASSES,
+    TOY_PANOPTIC_PALETTE,
+    TOY_PANOPTIC_STUFF,
+    TOY_PANOPTIC_THINGS,
+    make_toy_coco_panoptic,
+)
 from ..toy_data.folder import read_stamp
 
 
@@ -51,16 +61,16 @@ class ToyFolderMixin:
 
 
 try:
-    from mmdet.datasets import CocoDataset
+    from mmdet.datasets import CocoDataset, CocoPanopticDataset
     from mmdet.registry import DATASETS as DET_DATASETS
 except ImportError:  # mmdet not installed: no detection toy dataset
-    CocoDataset = None
+    CocoDataset = CocoPanopticDataset = None
 
 try:
-    from mmseg.datasets import ADE20KDataset
+    from mmseg.datasets import ADE20KDataset, CityscapesDataset
     from mmseg.registry import DATASETS as SEG_DATASETS
 except ImportError:  # mmseg not installed: no segmentation toy dataset
-    ADE20KDataset = None
+    ADE20KDataset = CityscapesDataset = None
 
 if CocoDataset is not None:
 
@@ -83,3 +93,27 @@ if ADE20KDataset is not None:
         METAINFO: ClassVar[dict] = dict(classes=TOY_ADE_CLASSES, palette=TOY_ADE_PALETTE)
         make_toy = staticmethod(make_toy_ade)
         default_root = DEFAULT_ADE_ROOT
+
+if CocoPanopticDataset is not None:
+
+    @DET_DATASETS.register_module()
+    class ToyCocoPanopticDataset(ToyFolderMixin, CocoPanopticDataset):
+        """mmdet's CocoPanopticDataset on the toy COCO panoptic folder (default ``data/toy_coco_panoptic``),
+        generated on first use with ``make_toy_coco_panoptic(data_root, **toy_data)``: three things
+        (circle, square, triangle) and two stuff classes (sky, ground)."""
+
+        METAINFO: ClassVar[dict] = dict(classes=TOY_PANOPTIC_CLASSES, thing_classes=TOY_PANOPTIC_THINGS,
+                                        stuff_classes=TOY_PANOPTIC_STUFF, palette=TOY_PANOPTIC_PALETTE)
+        make_toy = staticmethod(make_toy_coco_panoptic)
+        default_root = DEFAULT_COCO_PANOPTIC_ROOT
+
+if CityscapesDataset is not None:
+
+    @SEG_DATASETS.register_module()
+    class ToyCityscapesDataset(ToyFolderMixin, CityscapesDataset):
+        """mmseg's CityscapesDataset (its 19 classes and file suffixes) on the toy Cityscapes folder
+        (default ``data/toy_cityscapes``), generated on first use with
+        ``make_toy_cityscapes(data_root, **toy_data)``."""
+
+        make_toy = staticmethod(make_toy_cityscapes)
+        default_root = DEFAULT_CITYSCAPES_ROOT

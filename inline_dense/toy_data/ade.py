@@ -15,7 +15,17 @@ import cv2
 import numpy as np
 
 from .folder import build_folder
-from .shapes import SHAPES, draw_object, finish, noisy_background, object_mask, place_objects, toy_settings
+from .shapes import (
+    SHAPES,
+    ToyObject,
+    draw_object,
+    finish,
+    noisy_background,
+    object_mask,
+    outline_band,
+    place_objects,
+    toy_settings,
+)
 
 TOY_ADE_CLASSES: tuple[str, ...] = ('sky', 'ground', 'circle', 'square', 'triangle')
 TOY_ADE_PALETTE: list[tuple[int, int, int]] = [(200, 215, 230), (140, 110, 70)] + [
@@ -31,11 +41,12 @@ def ade_settings(num_train: int = 200, num_val: int = 40, **kwargs) -> dict:
     return toy_settings('ade', GENERATOR_VERSION, TOY_ADE_CLASSES, num_train=num_train, num_val=num_val, **kwargs)
 
 
-def render_scene(settings: dict, split: str, index: int) -> tuple[np.ndarray, np.ndarray]:
-    """Scene ``index`` of ``split``: (H, W, 3) uint8 RGB image and (H, W) uint8 label map (0..K)."""
-    rng = np.random.default_rng([settings['seed'], SPLITS[split][1], index])
+def render_layers(settings: dict, stream: int, index: int) -> tuple[np.ndarray, np.ndarray, list[ToyObject]]:
+    """Scene ``index`` of random stream ``stream`` (0: training, 1: validation) before labelling:
+    the (H, W, 3) uint8 RGB image, an (H, W) bool mask of the sky (the rest is ground) and the
+    objects drawn over both. The toy COCO panoptic data label the same scenes."""
+    rng = np.random.default_rng([settings['seed'], stream, index])
     h, w = settings['image_size']
-    label = np.zeros((h, w), np.uint8)
     # wavy horizon between 30% and 60% of the height
     cols = np.arange(w)
     horizon = (h * rng.uniform(0.3, 0.6) + h * 0.06 * np.sin(cols / w * 2 * np.pi * rng.uniform(0.5, 2)
@@ -44,20 +55,24 @@ def render_scene(settings: dict, split: str, index: int) -> tuple[np.ndarray, np
     sky = noisy_background(rng, h, w, base=TOY_ADE_PALETTE[0])
     ground = noisy_background(rng, h, w, base=TOY_ADE_PALETTE[1])
     image = np.where(is_sky[..., None], sky, ground)
-    label[is_sky] = 1 + TOY_ADE_CLASSES.index('sky')
-    label[~is_sky] = 1 + TOY_ADE_CLASSES.index('ground')
     lo, hi = settings['objects_per_image']
     objects = place_objects(rng, h, w, int(rng.integers(lo, hi + 1)), tuple(settings['object_size']),
                             TOY_ADE_CLASSES[2:])
-    kernel = np.ones((3, 3), np.uint8)
     for obj in objects:
         draw_object(image, obj, rng)
+    return finish(image, rng), is_sky, objects
+
+
+def render_scene(settings: dict, split: str, index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scene ``index`` of ``split``: (H, W, 3) uint8 RGB image and (H, W) uint8 label map (0..K)."""
+    image, is_sky, objects = render_layers(settings, SPLITS[split][1], index)
+    h, w = settings['image_size']
+    label = np.where(is_sky, 1 + TOY_ADE_CLASSES.index('sky'), 1 + TOY_ADE_CLASSES.index('ground')).astype(np.uint8)
+    for obj in objects:
         mask = object_mask(obj, h, w)
-        edge = cv2.dilate(mask.astype(np.uint8), kernel).astype(bool) & ~cv2.erode(
-            mask.astype(np.uint8), kernel).astype(bool)
         label[mask] = 1 + TOY_ADE_CLASSES.index(obj.name)
-        label[edge] = 0  # anti-aliased outline: unlabelled, as ADE20K leaves many boundaries
-    return finish(image, rng), label
+        label[outline_band(mask)] = 0  # anti-aliased outline: unlabelled, as ADE20K leaves many boundaries
+    return image, label
 
 
 def make_toy_ade(root: str = DEFAULT_ADE_ROOT, force: bool = False, **kwargs) -> str:

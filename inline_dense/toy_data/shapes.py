@@ -114,11 +114,14 @@ def noisy_background(rng: np.random.Generator, height: int, width: int,
     return field + rng.normal(0, 10, size=field.shape).astype(np.float32)
 
 
-def draw_object(image: np.ndarray, obj: ToyObject, rng: np.random.Generator) -> None:
-    """Fills ``obj`` into ``image`` (H, W, 3) float32 in place, colour jittered by +-25."""
-    colour = np.clip(np.asarray(SHAPES[obj.name][0]) + rng.integers(-25, 26, size=3), 0, 255)
+def draw_object(image: np.ndarray, obj: ToyObject, rng: np.random.Generator,
+                colour: tuple[int, int, int] | None = None) -> None:
+    """Fills ``obj`` into ``image`` (H, W, 3) float32 in place, in ``colour`` (default its shape's)
+    jittered by +-25."""
+    base = SHAPES[obj.name][0] if colour is None else colour
+    jittered = np.clip(np.asarray(base) + rng.integers(-25, 26, size=3), 0, 255)
     pts = np.round(obj.polygon * 16).astype(np.int32)  # 4 fractional bits for sub-pixel edges
-    cv2.fillPoly(image, [pts], [float(c) for c in colour], lineType=cv2.LINE_AA, shift=4)
+    cv2.fillPoly(image, [pts], [float(c) for c in jittered], lineType=cv2.LINE_AA, shift=4)
 
 
 def object_mask(obj: ToyObject, height: int, width: int) -> np.ndarray:
@@ -126,6 +129,14 @@ def object_mask(obj: ToyObject, height: int, width: int) -> np.ndarray:
     mask = np.zeros((height, width), np.uint8)
     cv2.fillPoly(mask, [np.round(obj.polygon * 16).astype(np.int32)], 1, lineType=cv2.LINE_8, shift=4)
     return mask.astype(bool)
+
+
+def outline_band(mask: np.ndarray) -> np.ndarray:
+    """(H, W) bool: the pixels within one pixel of the outline of ``mask`` (H, W) bool, inside and
+    outside; the toy label maps leave this anti-aliased band unlabelled."""
+    kernel = np.ones((3, 3), np.uint8)
+    m = mask.astype(np.uint8)
+    return cv2.dilate(m, kernel).astype(bool) & ~cv2.erode(m, kernel).astype(bool)
 
 
 def finish(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -158,7 +158,8 @@ def check_class_weights(model: dict) -> None:
 
 
 def annotation_counts(ann_file: str, classes: Sequence[str]) -> dict[str, int]:
-    """Counts over a COCO-style annotation file, by mmdet's ``CocoDataset`` parsing rules:
+    """Counts over a COCO-style annotation file (instances, or panoptic segments), by mmdet's ``CocoDataset``
+    parsing rules:
     'total' annotations (those marked ``ignore`` aside), 'degenerate' (under 1 px wide or high,
     zero area, or no overlap with the image), 'unknown' (a ``category_id`` that is none of
     ``classes``' categories; degenerate ones counted once, as degenerate)."""
@@ -167,7 +168,11 @@ def annotation_counts(ann_file: str, classes: Sequence[str]) -> dict[str, int]:
     known = {c.get('id') for c in data.get('categories') or [] if c.get('name') in set(classes)}
     sizes = {im.get('id'): (im.get('width'), im.get('height')) for im in data.get('images') or []}
     counts = {'total': 0, 'degenerate': 0, 'unknown': 0}
-    for ann in data.get('annotations') or []:
+    # a COCO panoptic file holds one annotation per image, its segments in segments_info: count those
+    # (what CocoPanopticDataset parses), each with its image's id
+    anns = [dict(seg, image_id=ann.get('image_id')) for ann in data.get('annotations') or []
+            for seg in ann.get('segments_info', [ann])]
+    for ann in anns:
         if ann.get('ignore', False):
             continue
         counts['total'] += 1
