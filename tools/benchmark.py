@@ -124,7 +124,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         reduced, _ = native_dtypes(['bf16', 'fp16'], args.device, quiet=True)
         p.error('--dtype-error compares a reduced precision with fp32: ' + (
             f'add --dtype {" ".join(reduced)}' if reduced else
-            f'{args.device} runs none natively here ({why or "no --dtype but fp32 given"}), so there is nothing to compare'))
+            f'{args.device} runs none natively here ({why or "no --dtype but fp32 given"}), so there is nothing '
+            f'to compare'))
     return args
 
 

@@ -15,6 +15,7 @@ import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.checkpoint.atomic import OutputPathError, output_target
 from inline_dense.openmmlab.engine import launch
+from inline_dense.openmmlab.engine.checkpoint_fit import check_readable
 from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
@@ -101,6 +102,7 @@ def main(argv=None) -> dict:
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
                                 f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')
+    check_readable(args.checkpoint)
     cfg.load_from = args.checkpoint
     cfg.custom_hooks = [*(cfg.get('custom_hooks') or []),
                         dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]

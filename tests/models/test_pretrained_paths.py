@@ -4,6 +4,7 @@ file / hf_hub_id in timm's order), smp's ``in_channels``, ``build_classifier`` a
 refuses NaN / inf and integer-typed weights, and speaks its caller's terms."""
 import logging
 import os
+import pathlib
 
 import pytest
 import timm
@@ -212,6 +213,23 @@ def test_deploy_refuses_bad_weights(tmp_path, how, error):
     torch.save({'state_dict': {'weight': torch.zeros(2, 3)}}, tmp_path / 'part.pth')
     with pytest.raises(CheckpointError, match=r"(?s)does not fit this config's model.*bias"):
         load_full_checkpoint(model, str(tmp_path / 'part.pth'))
+
+
+# ---------------------------------------------------------------- a file cut short, at any size
+@pytest.mark.parametrize('size', [1_000, 5_000, 20_000, 65_000, 150_000])
+def test_a_cut_file_is_one_line_at_any_size(size, tmp_path):
+    """Cut to about 5-65 KB, torch's zip reader raised a bare OSError (EINVAL) instead of the
+    project's message: load_pretrained and timm's file loader."""
+    from inline_dense.models import InLinePVT
+    data = pathlib.Path(PVT_FILE).read_bytes()
+    assert len(data) > 150_000
+    cut = tmp_path / 'cut.pth'
+    cut.write_bytes(data[:size])
+    arch = {k: v for k, v in pvt_arch().items() if k != 'drop_path_rate'}
+    for load in (lambda: load_pretrained(InLinePVT(**arch), str(cut)), lambda: timm_pvt(file=str(cut))):
+        with pytest.raises(CheckpointError, match='ends early or its archive is damaged') as info:
+            load()
+        assert len(str(info.value).splitlines()) == 1
 
 
 # ---------------------------------------------------------------- the caller's terms

@@ -86,7 +86,8 @@ def test_benchmark_replot_of_an_empty_sweep_says_so_in_one_line(tmp_path, capsys
     src.write_text(json.dumps(dict(kind='sweep', machine={}, results=[])))
     assert import_tool('benchmark').main(['--replot', str(src)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'nothing to plot' in err[0]
+    assert len(err) == 1
+    assert 'nothing to plot' in err[0]
     assert not (tmp_path / 'sweep.png').exists()
 
 
@@ -96,7 +97,7 @@ def test_plot_of_failed_rows_is_a_one_line_error(tmp_path):
         plot([dict(model='m', mode='infer', error='boom', pixels=1, height=1, width=1)], str(tmp_path / 'p.png'), 't')
 
 
-@pytest.mark.parametrize('argv, message', [
+@pytest.mark.parametrize(('argv', 'message'), [
     (['--dtype', 'fp16'], '--dtype fp16: fp16 autocast on the CPU is emulated'),
     (['--dtype-error', '--dtype', 'fp16'], '--dtype fp16: fp16 autocast on the CPU is emulated'),
     (['--dtype-error'], '--dtype-error compares a reduced precision with fp32'),
