@@ -40,9 +40,25 @@ Convert = Callable[[StateDict], tuple[StateDict, list[str]]]
 
 
 class Convertible(Protocol):
-    """A model that converts the authors' key layout itself (the InLine backbones)."""
+    """A model that converts the authors' key layout itself (the InLine backbones). One may also
+    have ``adapt_pretrained(state) -> state``: the converted weights fitted to its settings
+    (InLine-DeiT: a position grid of another resolution resampled)."""
 
     def convert_pretrained(self, state_dict: StateDict) -> tuple[StateDict, list[str]]: ...
+
+
+def converter(model: nn.Module) -> Convert:
+    """``model``'s conversion of a checkpoint: its ``convert_pretrained``, then its ``adapt_pretrained``
+    where it has one."""
+    convert = cast(Convertible, model).convert_pretrained
+    adapt: Callable[[StateDict], StateDict] | None = getattr(model, 'adapt_pretrained', None)
+    if adapt is None:
+        return convert
+
+    def convert_and_adapt(state: StateDict) -> tuple[StateDict, list[str]]:
+        converted, dropped = convert(state)
+        return adapt(converted), dropped
+    return convert_and_adapt
 
 
 class Allowed(NamedTuple):
@@ -198,9 +214,10 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     checkpoint) or unused (this config's ``out_indices``). Raises ``CheckpointError`` naming every
     missing, unexpected or shape-mismatched key; returns the keys dropped as unused. ``advice``: how
     the errors end, in the caller's terms (plain PyTorch's by default; the OpenMMLab adapter passes
-    ``init_cfg``'s).
+    ``init_cfg``'s). InLine-DeiT's position grid is resampled to the model's when the checkpoint's
+    differs (``adapt_pretrained``, logged).
     """
-    return load_file(model, checkpoint, convert=cast(Convertible, model).convert_pretrained, weights=weights,
+    return load_file(model, checkpoint, convert=converter(model), weights=weights,
                      prefix=prefix, map_location=map_location,
                      allowed=Allowed(missing=OUTPUT_NORMS, unused=OUTPUT_NORMS), advice=advice,
                      why='backbone (is it another variant? check arch / depths / embed_dims / attn_type)',

@@ -54,7 +54,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)
-        except (*UNREADABLE, OSError) as exc:
+        except UNREADABLE_OR_CUT as exc:
             raise _unreadable(path, exc) from exc
     try:
         safe_unpickle.refuse_torchscript(path)
@@ -68,7 +68,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
             f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
             f'Only if you wrote the file yourself and know why it does this: python '
             f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
-    except (*UNREADABLE, OSError) as exc:
+    except UNREADABLE_OR_CUT as exc:
         raise _unreadable(path, exc) from exc
     if kept:
         log.info(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
@@ -80,6 +80,8 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
 # (a TypeError in the loader, say) is a bug and propagates as it is.
 UNREADABLE: tuple[type[BaseException], ...] = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError,
                                                 IndexError, struct.error, pickle.UnpicklingError, *SAFETENSORS_ERRORS)
+# ... and torch's zip reader on a file cut to about 5-65 KB: OSError EINVAL (see _unreadable)
+UNREADABLE_OR_CUT: tuple[type[BaseException], ...] = (*UNREADABLE, OSError)
 _CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
 
 
