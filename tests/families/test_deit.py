@@ -3,6 +3,7 @@ position grid resampled as timm's ViTs, the cls token option, blocks as ``out_in
 ``frozen_stages``, and padding independence of the cls token. The shared contract (any size, tracing,
 the ecosystems) is ``test_contract.py``'s."""
 import math
+import re
 
 import pytest
 import torch
@@ -232,6 +233,15 @@ def test_out_indices_count_blocks_from_the_end_as_mmseg():
     assert model.out_norms['4'].eps == 1e-6  # the authors' final norm's
     with pytest.raises(ValueError, match=r'subset of \(0, 1, 2, 3, 4\)'):
         InLineDeiT(embed_dims=16, depth=5, num_heads=2, out_indices=(5,))
+
+
+@pytest.mark.parametrize('given', [(-5,), (0, -6), (-9, -1)])
+def test_a_negative_index_beyond_the_blocks_is_named_as_written(given):
+    """(-5,) on four blocks was reported as (-1,), the index after shifting."""
+    with pytest.raises(ValueError, match=rf'out_indices {re.escape(str(given))} must be block indices in '
+                                         r'\[-4, 3\] \(this model has 4 blocks'):
+        InLineDeiT(embed_dims=16, depth=4, num_heads=2, out_indices=given)
+    assert InLineDeiT(embed_dims=16, depth=4, num_heads=2, out_indices=(-4, -1)).out_indices == [0, 3]
 
 
 def test_the_authors_final_norm_is_the_last_blocks_output_norm():

@@ -124,6 +124,10 @@ class InLineDeiT(InLineBackboneBase):
         check_multiple_of(pos_img, patch_size, 'pretrain_img_size', name,
                           'the position embedding is one entry per patch of the training input')
         if isinstance(out_indices, Sequence) and not isinstance(out_indices, str):  # -1: the last block
+            ints = [i for i in out_indices if isinstance(i, int) and not isinstance(i, bool)]
+            if any(i < -blocks for i in ints):  # named as written, not as shifted
+                raise ValueError(f'{name}: out_indices {tuple(out_indices)} must be block indices in '
+                                 f'[-{blocks}, {blocks - 1}] (this model has {blocks} blocks; -1 is the last).')
             out_indices = [i + blocks if isinstance(i, int) and not isinstance(i, bool) and i < 0 else i
                            for i in out_indices]
         # a block per stage: the shared checks and the stage loop count blocks
