@@ -28,7 +28,7 @@ from ..typing import StateDict
 from .errors import CORE, Advice, CheckpointError
 from .finite import check_finite
 from .reading import read_checkpoint, select_weights, tensors_of, with_prefix
-from .sources import resolve
+from .sources import PUBLISHED, SCHEME, resolve, variant_of
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,25 @@ def _as_is(state: StateDict) -> tuple[StateDict, list[str]]:
     return state, []
 
 
+def check_published_family(checkpoint: Any, family: str | None, what: str) -> None:
+    """Raises :class:`CheckpointError` when ``checkpoint`` names a published variant (``inline://<variant>``
+    or its URL) of another family than ``family`` (the model's; None: not known, nothing checked), before
+    anything is downloaded. ``what``: the model, in the message."""
+    if family is None or not isinstance(checkpoint, str):
+        return
+    if checkpoint.startswith(SCHEME):
+        name: str | None = variant_of(checkpoint)
+    else:
+        name = next((v for v, p in PUBLISHED.items() if p.url is not None and p.url == checkpoint), None)
+    if name is None or variants.variant(name).family == family:
+        return
+    own = [SCHEME + v for v, entry in variants.VARIANTS.items() if entry.family == family]
+    raise CheckpointError(f'{checkpoint} holds {variants.title(name)} weights, but {what} is an InLine-'
+                          f'{variants.spec_of(variants.example_of(family)).title} model, which they do not fit '
+                          f'(nothing was downloaded). Use one of {", ".join(own)}, or build the model of '
+                          f'{variants.title(name)}.')
+
+
 def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
                     map_location: Any = 'cpu', advice: Advice = CORE) -> list[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
@@ -217,6 +236,7 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     ``init_cfg``'s). InLine-DeiT's position grid is resampled to the model's when the checkpoint's
     differs (``adapt_pretrained``, logged).
     """
+    check_published_family(checkpoint, variants.family_of_class(type(model).__name__), type(model).__name__)
     return load_file(model, checkpoint, convert=converter(model), weights=weights,
                      prefix=prefix, map_location=map_location,
                      allowed=Allowed(missing=OUTPUT_NORMS, unused=OUTPUT_NORMS), advice=advice,

@@ -25,6 +25,7 @@ from torch import nn
 from .. import registry, variants
 from ..checkpoint import CORE, Advice, Allowed, load_file
 from ..checkpoint.adapt import adapt_input_conv
+from ..checkpoint.loading import check_published_family
 from ..families import backbone_class
 from ..layers.arch import to_2tuple_size
 from ..layers.backbone import InLineBackboneBase
@@ -364,6 +365,7 @@ class InLineClassifier(nn.Module):
         ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (timm's, smp's;
         default the torch API's).
         Returns the checkpoint keys not loaded."""
+        check_published_family(checkpoint, self.family, f'this {type(self).__name__}')
         first_conv = registry.FAMILIES[self.family].head.first_conv + '.weight'
 
         def convert(state: StateDict) -> tuple[StateDict, list[str]]:
