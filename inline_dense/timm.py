@@ -192,11 +192,24 @@ class InLineFeatureGetter(FeatureGetterNet):
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s results."""
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        indices: list[int] = self.out_indices
+        if not torch.jit.is_scripting():
+            indices = self._returned_indices()
         # forward_intermediates(intermediates_only=True)'s maps, by the method of one return type
         # (a submodule's method: typed Tensor | Module by nn.Module's __getattr__)
         _, maps, _ = self.model.intermediate_maps(  # type: ignore[operator]
-            x, indices=self.out_indices, norm=self.norm, output_fmt=self.output_fmt)
+            x, indices=indices, norm=self.norm, output_fmt=self.output_fmt)
         return maps
+
+    @torch.jit.unused
+    def _returned_indices(self) -> list[int]:
+        """``out_indices``, or the indices of timm's ``return_layers`` where a caller set them (the
+        dict-returning feature nets read it; transformers' ``TimmBackbone`` sets every layer for
+        ``output_hidden_states=True``, then indexes the result by ``out_indices``)."""
+        layers = self.__dict__.get('return_layers')
+        if isinstance(layers, Mapping) and layers:
+            return sorted(int(i) for i in layers.values())
+        return list(self.out_indices)
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
