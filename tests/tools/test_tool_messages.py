@@ -81,4 +81,5 @@ def test_get_flops_takes_mmdets_config_and_shape(tmp_path, capsys):
     for argv in (['--shape', '64', '96', '3'], ['--shape', '0'], ['--shape', '64', '--shapes', '64x64']):
         with pytest.raises(SystemExit):
             tool.parse_args([RETINANET_TOY, *argv])
-        assert capsys.readouterr().err.strip().splitlines()[-1].split(': error: ')[-1].startswith(('--shape', 'give --shape'))
+        said = capsys.readouterr().err.strip().splitlines()[-1].split(': error: ')[-1]
+        assert said.startswith(('--shape', 'give --shape'))
