@@ -34,8 +34,8 @@ ImageNet-1K checkpoint.
   ``output_stride`` other than the backbone's own (32 for a pyramid, 16 for InLine-DeiT) raises
   ``ValueError`` (no dilated variant exists).
 """
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
@@ -192,7 +192,7 @@ class InLineFeatureGetter(FeatureGetterNet):
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s results."""
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        indices: list[int] = self.out_indices
+        indices: list[int] = self.out_indices  # type: ignore[assignment]  # a list once pruned (timm's getter)
         if not torch.jit.is_scripting():
             indices = self._returned_indices()
         # forward_intermediates(intermediates_only=True)'s maps, by the method of one return type
@@ -209,7 +209,7 @@ class InLineFeatureGetter(FeatureGetterNet):
         layers = self.__dict__.get('return_layers')
         if isinstance(layers, Mapping) and layers:
             return sorted(int(i) for i in layers.values())
-        return list(self.out_indices)
+        return list(cast(Sequence[int], self.out_indices))
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
