@@ -192,7 +192,7 @@ class InLineFeatureGetter(FeatureGetterNet):
     ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s results."""
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        indices: list[int] = self.out_indices  # type: ignore[assignment]  # a list once pruned (timm's getter)
+        indices: list[int] = getattr(self, 'out_indices')  # noqa: B009  (a list once pruned; typed wider by timm)
         if not torch.jit.is_scripting():
             indices = self._returned_indices()
         # forward_intermediates(intermediates_only=True)'s maps, by the method of one return type
