@@ -102,12 +102,12 @@ def main(argv=None) -> dict:
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint {args.checkpoint} does not exist; pass the .pth written by '
                                 f'tools/train.py (e.g. WORK_DIR/iter_N.pth or the path in WORK_DIR/last_checkpoint)')
-    check_readable(args.checkpoint)
     cfg.load_from = args.checkpoint
     cfg.custom_hooks = [*(cfg.get('custom_hooks') or []),
                         dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
     launch.check_datasets(cfg, ('test_dataloader',))
     check_dataset_and_heads(cfg, ('test_dataloader',))
+    check_readable(args.checkpoint)  # a cut file: one line here, not torch's traceback from the Runner
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
     if args.amp:

@@ -68,8 +68,10 @@ def test_the_demo_refuses_a_checkpoint_that_does_not_fit(which, deit_checkpoint,
 
 
 @pytest.mark.parametrize('size', [0, 3_000, 10_000, 60_000, 200_000])
-def test_the_demo_and_test_tool_refuse_a_cut_checkpoint_in_one_line(size, deit_checkpoint, tmp_path):
+def test_the_demo_and_test_tool_refuse_a_cut_checkpoint_in_one_line(size, deit_checkpoint, toy_dir, tmp_path,
+                                                                   monkeypatch):
     """Cut to about 5-65 KB, torch's zip reader raised a bare OSError (EINVAL); any size is one line now."""
+    monkeypatch.chdir(toy_dir)  # tools/test.py checks the config's dataset first
     cut = tmp_path / 'cut.pth'
     cut.write_bytes(Path(deit_checkpoint).read_bytes()[:size])
     assert Path(deit_checkpoint).stat().st_size > 200_000
