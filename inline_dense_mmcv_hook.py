@@ -8,12 +8,12 @@ when installed, is found by the regular path finder first and used unchanged.
 
 It is imported at interpreter start by ``inline_dense_mmcv_hook.pth`` (installed next to the
 package by ``pip install .`` and by the editable install), and by ``import inline_dense.openmmlab``.
-It imports only the standard library: it runs in every Python started in the environment.
-Set ``INLINE_DENSE_MMCV_EXT=0`` to turn it off.
+It runs in every Python started in the environment (pip, DataLoader workers, subprocesses), so at
+start it imports nothing beyond what the interpreter has loaded already (``os``, ``sys``): the finder
+and the loader are plain classes with the methods the import system calls (no ``importlib.abc``,
+which pulls in ``importlib.resources`` and ``typing``), and ``importlib.util`` / ``importlib.machinery``
+are imported only when ``mmcv._ext`` is looked up. Set ``INLINE_DENSE_MMCV_EXT=0`` to turn it off.
 """
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
 import sys
 
@@ -21,23 +21,27 @@ TARGET = 'mmcv._ext'
 STAND_IN = 'inline_dense.ops.ext'
 
 
-class SameModuleLoader(importlib.abc.Loader):
-    """Answers ``mmcv._ext`` with the module object ``inline_dense.ops.ext`` itself (one identity:
-    ``mmcv._ext is inline_dense.ops.ext``), so the ops' call counts and settings are shared."""
+class SameModuleLoader:
+    """An ``importlib.abc.Loader`` (by its methods) that answers ``mmcv._ext`` with the module object
+    ``inline_dense.ops.ext`` itself (one identity: ``mmcv._ext is inline_dense.ops.ext``), so the ops'
+    call counts and settings are shared."""
 
     def create_module(self, spec):  # noqa: ARG002
+        import importlib
         return importlib.import_module(STAND_IN)
 
     def exec_module(self, module):
         pass  # imported (and executed) once, under its own name
 
 
-class MmcvExtFinder(importlib.abc.MetaPathFinder):
-    """Finds ``mmcv._ext`` as inline_dense's stand-in; no other name."""
+class MmcvExtFinder:
+    """An ``importlib.abc.MetaPathFinder`` (by its method) that finds ``mmcv._ext`` as inline_dense's
+    stand-in; no other name."""
 
     def find_spec(self, fullname, path=None, target=None):  # noqa: ARG002
         if fullname != TARGET or os.environ.get('INLINE_DENSE_MMCV_EXT', '1') == '0':
             return None
+        import importlib.util
         package = importlib.util.find_spec('inline_dense')
         if package is None or not package.submodule_search_locations:
             return None
@@ -63,6 +67,8 @@ def install() -> MmcvExtFinder:
 
 def describe() -> str:
     """Where ``mmcv._ext`` comes from in this interpreter, in one line."""
+    import importlib.machinery
+    import importlib.util
     spec = importlib.util.find_spec('mmcv')
     if spec is None:
         return 'mmcv is not installed'

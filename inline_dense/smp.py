@@ -3,10 +3,12 @@
 
 smp reaches InLine through timm (its ``tu-`` encoders); importing this module checks that smp can
 run here (it needs Python >= 3.10) and registers the models with timm (:mod:`inline_dense.timm`).
-The encoders give strides 4-32 (the plain InLine-DeiT, one stride, is refused: smp needs a
-multi-stride encoder), so decoders that need output stride 8 or 16 (DeepLabV3/V3+) are
-refused with a ``ValueError`` saying why. Unet takes any input size; smp's other decoders ask for
-multiples of 32. ``save_pretrained`` / ``from_pretrained`` round-trip a model on an InLine encoder
+The pyramids' encoders give strides 4-32, so decoders that need output stride 8 or 16 (DeepLabV3/V3+)
+are refused with a ``ValueError`` saying why. The plain InLine-DeiT (one stride) goes with DPT,
+smp's decoder for plain ViTs (its ``TimmViTEncoder``: the blocks' maps and their cls tokens through
+``forward_intermediates(return_prefix_tokens=True)``); the multi-stride decoders refuse it in one line.
+Unet takes any input size; smp's other decoders ask for multiples of 32. ``save_pretrained`` /
+``from_pretrained`` round-trip a model on an InLine encoder
 without the pretrained file it was first built from (``from_pretrained`` loads every tensor from the
 saved file, so it builds the encoder with ``encoder_weights=None``). ``in_channels`` other than 3
 adapts the pretrained first convolution (through timm's ``in_chans``); checkpoint errors name smp's
@@ -29,6 +31,7 @@ except ImportError as exc:
 
 from segmentation_models_pytorch.base import SegmentationModel  # noqa: E402
 from segmentation_models_pytorch.encoders.timm_universal import TimmUniversalEncoder  # noqa: E402
+from segmentation_models_pytorch.encoders.timm_vit import TimmViTEncoder  # noqa: E402
 
 from . import timm as _registers_the_models  # noqa: F401,E402
 from . import variants  # noqa: E402
@@ -69,13 +72,14 @@ _timm_encoder_init = getattr(TimmUniversalEncoder.__init__, '__wrapped__', TimmU
 
 
 def check_multi_stride(variant: str) -> None:
-    """smp's decoders take an encoder's maps at several strides (4 to 32); a plain ViT (InLine-DeiT)
-    gives one stride: a ValueError saying so."""
+    """smp's decoders but DPT take an encoder's maps at several strides (4 to 32); a plain ViT
+    (InLine-DeiT) gives one stride: a ValueError saying so (and pointing to DPT)."""
     strides = sorted({o.stride for o in variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)})
     if len(strides) < 2:
         raise ValueError(f'smp: tu-{variant} gives maps at stride {strides[0]} only (a plain ViT, one map per block); '
-                         f"smp's decoders need a multi-stride encoder (strides 4 to 32): use a pyramid such as "
-                         f"tu-{variants.EXAMPLE}, or this backbone with mmseg's or transformers' UperNet.")
+                         f"this decoder needs a multi-stride encoder (strides 4 to 32): use smp.DPT, smp's decoder for "
+                         f"plain ViTs, a pyramid such as tu-{variants.EXAMPLE}, or this backbone with mmseg's or "
+                         f"transformers' UperNet.")
 
 
 def _encoder_init(self, name: str, *args, **kwargs) -> None:
@@ -90,6 +94,18 @@ def _encoder_init(self, name: str, *args, **kwargs) -> None:
 
 _encoder_init.__wrapped__ = _timm_encoder_init  # type: ignore[attr-defined]
 TimmUniversalEncoder.__init__ = _encoder_init
+_vit_encoder_init = getattr(TimmViTEncoder.__init__, '__wrapped__', TimmViTEncoder.__init__)
+
+
+def _vit_encoder(self, name: str, *args, **kwargs) -> None:
+    """smp's ViT encoder (DPT's); for an InLine one, checkpoint errors speak smp's arguments."""
+    if name in variants.VARIANTS:
+        kwargs[ADVICE_ARG] = smp_advice(name)
+    return _vit_encoder_init(self, name, *args, **kwargs)
+
+
+_vit_encoder.__wrapped__ = _vit_encoder_init  # type: ignore[attr-defined]
+TimmViTEncoder.__init__ = _vit_encoder
 
 
 def encoder_name(variant: str) -> str:

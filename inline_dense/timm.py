@@ -9,8 +9,9 @@ ImageNet-1K checkpoint.
   (logits equal to theirs).
 - ``features_only=True``: timm's feature getter (``forward_intermediates``), NCHW maps at the
   backbone's output strides (a pyramid's stages: 4, 8, 16, 32; InLine-DeiT's blocks: 16 each) at any
-  input size; ``out_indices`` picks among the outputs (by default all of them: the family spec's
-  ``outputs``), one ``feature_info`` entry per output picked.
+  input size; ``out_indices`` picks among the outputs (by default, as timm's own: a pyramid's every
+  stage, InLine-DeiT's last three blocks; see :func:`default_out_indices`), one ``feature_info`` entry
+  per output.
 - InLine-DeiT (``inline_deit_t/s/b``) keeps timm's ``VisionTransformer`` contract: ``forward_features``
   gives the normalised tokens (B, 1 + h*w, C), cls token first; ``global_pool`` 'token' (default),
   'avg', 'max', 'avgmax' or ''; any input size, as ``dynamic_img_size=True`` gives a timm ViT (the
@@ -26,12 +27,15 @@ ImageNet-1K checkpoint.
 - ``feature_cls='hook'`` reads the stages' outputs at ``backbone.taps.i``; ``feature_cls='fx'``
   traces with the attentions as leaf modules (registered here with timm's notrace lists);
   ``output_fmt='NHWC'`` with the getter.
-- ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored;
+- ``img_size`` sets the pretrained cfg's ``input_size`` (so ``resolve_data_config`` follows it) and
+  InLine-DeiT's position grid (``pretrain_img_size``; the checkpoint's grid is resampled to it on load,
+  with a log line, as timm's ``resample_abs_pos_embed``); ``dynamic_img_size``, ``strict_img_size``
+  are accepted and ignored (any input size works);
   ``output_stride`` other than the backbone's own (32 for a pyramid, 16 for InLine-DeiT) raises
   ``ValueError`` (no dilated variant exists).
 """
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import timm  # noqa: F401  (the package this module plugs into)
 import torch
@@ -49,6 +53,7 @@ from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_fro
 from . import variants
 from .checkpoint import PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
 from .families.spec import Output
+from .layers.arch import to_2tuple_size
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
 
@@ -153,7 +158,7 @@ def _loading(weights: str | Mapping[str, torch.Tensor], advice: Advice) -> Calla
 def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClassifier:
     advice: Advice = kwargs.pop(ADVICE_ARG, None) or timm_advice(variant)
     check_output_stride(kwargs.pop('output_stride', None), variant, [o.stride for o in _outputs(variant)])
-    overlay = dict(kwargs.pop('pretrained_cfg_overlay', None) or {})
+    overlay = {**_sized_cfg(variant, kwargs.get('img_size')), **(kwargs.pop('pretrained_cfg_overlay', None) or {})}
     model_cls: Callable[..., InLineClassifier] = InLineClassifier
     if pretrained:
         cfg = {**_cfg(variant), **_given_cfg(kwargs.get('pretrained_cfg')), **overlay}
@@ -165,24 +170,46 @@ def _create(variant: str, pretrained: bool = False, **kwargs: Any) -> InLineClas
         model_cls = _loading(found, advice)  # loaded as the model is built; timm loads nothing
         if not isinstance(found, dict):
             overlay['file'] = found  # the pretrained cfg names the file the weights came from
+    if kwargs.get('features_only'):  # its head would be pruned: built without one, a checkpoint's is unused
+        kwargs['num_classes'] = 0
     family, arch = VARIANTS[variant]
     return build_model_with_cfg(model_cls, variant, False, pretrained_cfg_overlay=overlay,
                                 feature_cfg=_feature_cfg(variant, kwargs), family=family, arch=arch, **kwargs)
 
 
+def _sized_cfg(variant: str, img_size: Any) -> dict[str, Any]:
+    """The pretrained cfg's ``input_size`` and ``pool_size`` for ``img_size`` (none when not given), so
+    that ``resolve_data_config`` builds transforms of the size the model was made for."""
+    if img_size is None:
+        return {}
+    h, w = to_2tuple_size(img_size, 'img_size', f'timm.create_model({variant!r})')
+    stride = _outputs(variant)[-1].stride
+    return dict(input_size=(_cfg(variant)['input_size'][0], h, w), pool_size=(-(-h // stride), -(-w // stride)))
+
+
 class InLineFeatureGetter(FeatureGetterNet):
     """timm's feature getter whose ``forward`` is typed a list of maps: TorchScript (smp's scripted
-    ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s union."""
+    ``tu-`` encoders) iterates over it, which it cannot over ``forward_intermediates``'s results."""
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        # a submodule's method: typed Tensor | Module by nn.Module's __getattr__
-        features = self.model.forward_intermediates(  # type: ignore[operator]
-            x, indices=self.out_indices, norm=self.norm, output_fmt=self.output_fmt, intermediates_only=True)
-        if torch.jit.is_scripting():  # torch.jit.isinstance: scripted only (dynamo does not trace it)
-            if torch.jit.isinstance(features, list[torch.Tensor]):
-                return features
-            raise RuntimeError('forward_intermediates(intermediates_only=True) gave no list of maps')
-        return features  # eagerly and compiled: the list forward_intermediates gives
+        indices: list[int] = getattr(self, 'out_indices')  # noqa: B009  (a list once pruned; typed wider by timm)
+        if not torch.jit.is_scripting():
+            indices = self._returned_indices()
+        # forward_intermediates(intermediates_only=True)'s maps, by the method of one return type
+        # (a submodule's method: typed Tensor | Module by nn.Module's __getattr__)
+        _, maps, _ = self.model.intermediate_maps(  # type: ignore[operator]
+            x, indices=indices, norm=self.norm, output_fmt=self.output_fmt)
+        return maps
+
+    @torch.jit.unused
+    def _returned_indices(self) -> list[int]:
+        """``out_indices``, or the indices of timm's ``return_layers`` where a caller set them (the
+        dict-returning feature nets read it; transformers' ``TimmBackbone`` sets every layer for
+        ``output_hidden_states=True``, then indexes the result by ``out_indices``)."""
+        layers = self.__dict__.get('return_layers')
+        if isinstance(layers, Mapping) and layers:
+            return sorted(int(i) for i in layers.values())
+        return list(cast(Sequence[int], self.out_indices))
 
     @torch.jit.ignore
     def set_grad_checkpointing(self, enable: bool = True) -> None:
@@ -190,12 +217,18 @@ class InLineFeatureGetter(FeatureGetterNet):
         self.model.set_grad_checkpointing(enable)  # type: ignore[operator]
 
 
+def default_out_indices(variant: str, kwargs: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+    """``features_only``'s outputs when ``out_indices`` is not given, as timm's own models: a pyramid's
+    every stage; a plain ViT's last three blocks (timm's ``VisionTransformer``: ``out_indices=3``)."""
+    count = len(_outputs(variant, kwargs))
+    return tuple(range(max(count - 3, 0) if variants.spec_of(variant).plain else 0, count))
+
+
 def _feature_cfg(variant: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """timm's ``feature_cfg`` (the getter over every output, ``InLineFeatureGetter``); with
     ``features_only``, takes ``output_fmt`` out of the model's arguments into it (the getter gives
     'NCHW' or 'NHWC' maps)."""
-    cfg: dict[str, Any] = dict(feature_cls=InLineFeatureGetter,
-                               out_indices=tuple(range(len(_outputs(variant, kwargs)))))
+    cfg: dict[str, Any] = dict(feature_cls=InLineFeatureGetter, out_indices=default_out_indices(variant, kwargs))
     if kwargs.get('feature_cls') == 'getter':
         kwargs['feature_cls'] = InLineFeatureGetter
     if 'output_fmt' not in kwargs:

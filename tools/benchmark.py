@@ -62,7 +62,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument('--threads', type=int, default=0, help='torch threads (0: torch default)')
     p.add_argument('--dtype', nargs='+', choices=['fp32', 'bf16', 'fp16'], default=['fp32'],
                    help='precisions to run each job in (bf16 / fp16: torch.autocast); a dtype the device has no '
-                        'native unit for is left out, said in one line')
+                        'native unit for is left out, said in one line; refused when none is left')
     p.add_argument('--no-flops', action='store_true',
                    help='skip the FLOP count per inference job (and the share of the GEMM rate)')
     p.add_argument('--skip', nargs='*', default=[],
@@ -124,7 +124,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                 output_target(getattr(args, flag))
             except OutputPathError as exc:
                 p.error(f'--{flag}: {exc}')
-    args.dtype = native_dtypes(args.dtype, args.device)
+    args.dtype, why = native_dtypes(args.dtype, args.device)
+    if not args.dtype:  # measuring float32 under a reduced dtype's name would be a wrong result
+        p.error(f'--dtype {why}')
+    if args.dtype_error and args.dtype == ['fp32']:
+        reduced, _ = native_dtypes(['bf16', 'fp16'], args.device, quiet=True)
+        p.error('--dtype-error compares a reduced precision with fp32: ' + (
+            f'add --dtype {" ".join(reduced)}' if reduced else
+            f'{args.device} runs none natively here ({why or "no --dtype but fp32 given"}), so there is nothing '
+            f'to compare'))
     return args
 
 
@@ -146,17 +154,20 @@ def device_problem(device: str) -> str | None:
     return None
 
 
-def native_dtypes(names: Sequence[str], device: str) -> list:
-    """The requested dtypes the device runs natively; one line on stderr for each left out."""
+def native_dtypes(names: Sequence[str], device: str, quiet: bool = False) -> tuple[list[str], str]:
+    """The requested dtypes the device runs natively (one line on stderr for each left out, unless
+    ``quiet``), and why the first left out was (empty when none was)."""
     from inline_dense.runtime.precision import check_dtype, parse_dtype
-    kept = []
+    kept, first = [], ''
     for name in dict.fromkeys(names):
         why = check_dtype(parse_dtype(name), device)
-        if why:
-            print(f'[benchmark] --dtype {name} left out: {why}', file=sys.stderr)
-        else:
+        if not why:
             kept.append(name)
-    return kept or ['fp32']
+            continue
+        first = first or f'{name}: {why}'
+        if not quiet:
+            print(f'[benchmark] --dtype {name} left out: {why}', file=sys.stderr)
+    return kept, first
 
 
 def default_out(kind: str, device: str) -> str:
@@ -268,9 +279,7 @@ def run_dtype_error(args: argparse.Namespace) -> dict[str, Any]:
     from inline_dense.runtime.precision import autocast_errors, parse_dtype, trained_scale_
     if args.threads:
         torch.set_num_threads(args.threads)
-    reduced = [d for d in args.dtype if d != 'fp32']
-    if not reduced:
-        print('[benchmark] --dtype-error: no --dtype but fp32 runs natively here; nothing to compare', file=sys.stderr)
+    reduced = [d for d in args.dtype if d != 'fp32']  # at least one (parse_args)
     results = []
     for name, model in backbone_models(args, '--dtype-error'):
         trained_scale_(model).eval()
@@ -291,11 +300,16 @@ def write_plot(rows: Any, png: str, payload: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the tool; the exit status: 0, or 1 when every row of the table is a failure."""
+    """Runs the tool; the exit status: 0, or 1 when every row of the table is a failure (then nothing is written)."""
     args = parse_args(argv)
     if args.replot:
         with open(args.replot) as f:
             payload = json.load(f)
+        why = nothing_measured(payload['results'])
+        if why:
+            print(f'[benchmark] --replot {args.replot}: nothing to plot, the file holds no measurement: {why}',
+                  file=sys.stderr)
+            return 1
         report.print_table(payload['results'])
         report.print_comparisons(payload['results'])
         png = args.plot or os.path.splitext(args.replot)[0] + '.png'
@@ -318,20 +332,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         payload = run_layer(args) if args.layer else run_sweep(args)
     out = args.out or default_out(payload['kind'], 'cpu' if args.layer else args.device)
+    why = nothing_measured(payload['results'])
+    if why:  # an earlier sweep's JSON and plot stay as they were
+        print(f'[benchmark] FAILED: nothing was measured: {why}; {out} was left unchanged', file=sys.stderr)
+        return 1
     write_output(out, json.dumps(payload, indent=1))
     print(f'\nwrote {out}')
     if not (args.layer or args.compile or args.anchors or args.dtype_error or args.no_plot):
         png = args.plot or os.path.splitext(out)[0] + '.png'
         write_plot(payload['results'], png, payload)
         print(f'wrote {png}')
-    rows = payload['results']
-    rows = list(rows.values()) if isinstance(rows, dict) else rows  # --layer: a row per variant, by name
-    failed = [r for r in rows if r.get('error')]
-    if len(failed) == len(rows):  # nothing measured: say why, exit non-zero
-        why = f'every job failed (first: {failed[0]["error"]})' if failed else 'no job was left to run (--skip?)'
-        print(f'[benchmark] FAILED: nothing was measured: {why}', file=sys.stderr)
-        return 1
     return 0
+
+
+def nothing_measured(results: Any) -> str | None:
+    """Why a payload's ``results`` hold no measurement (every row failed, or there is none), or None."""
+    rows = list(results.values()) if isinstance(results, dict) else list(results)  # --layer: rows by name
+    failed = [r for r in rows if r.get('error')]
+    if len(failed) < len(rows):
+        return None
+    return f'every job failed (first: {failed[0]["error"]})' if failed else 'no job was left to run (--skip?)'
 
 
 if __name__ == '__main__':

@@ -17,8 +17,11 @@ import os.path as osp
 import time
 
 import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks and inline:// for mmengine)
+from inline_dense.checkpoint import CheckpointError
 from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
-from inline_dense.openmmlab.engine.launch import REPO_ROOT, build_runner, load_config, setup_codebase
+from inline_dense.openmmlab.engine.checkpoint_fit import check_readable
+from inline_dense.openmmlab.engine.launch import REPO_ROOT, build_runner, load_config, run_tool, setup_codebase
+from inline_dense.openmmlab.engine.tool_inputs import ToolInputError
 
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
 
@@ -143,15 +146,19 @@ def enable_amp(cfg):
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
-        raise SystemExit(f'error: --checkpoint {args.checkpoint}: no such file; give the iter_<N>.pth '
-                         f'an earlier demo run wrote in its work dir')
+    if args.checkpoint is not None:
+        if not osp.isfile(args.checkpoint):
+            raise ToolInputError(f'--checkpoint {args.checkpoint}: no such file; give the iter_<N>.pth an earlier '
+                                 f'demo run wrote in its work dir')
+        check_readable(args.checkpoint)
     t0 = time.time()
     import torch
     torch.set_num_threads(max(args.threads, 1))
     cfg = load_config(args.config, args.cfg_options)
-    if setup_codebase(cfg) != 'mmdet':
-        raise ValueError(f'{args.config} is not a detection config; the demo needs a configs/toy/*toy-coco.py one')
+    codebase = setup_codebase(cfg)
+    if codebase != 'mmdet':
+        raise ToolInputError(f'--config {args.config} is an {codebase} config; the demo trains and scores a detector: '
+                             f'give a configs/toy/*toy-coco.py config (a segmentor: tools/train.py and tools/test.py)')
     max_iters = args.max_iters or cfg.train_cfg.max_iters
     fit_schedule(cfg, max_iters)
     cfg.work_dir = args.work_dir
@@ -160,7 +167,11 @@ def main(argv=None) -> dict:
     cfg.randomness = dict(seed=args.seed)
     amp = enable_amp(cfg) if args.amp else None
     if args.checkpoint is not None:
-        cfg.load_from = args.checkpoint  # Runner.test() loads it
+        cfg.load_from = args.checkpoint  # Runner.test() loads it, non-strictly: the fit check refuses what does not fit
+        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []), dict(
+            type='CheckpointFitHook', source=args.checkpoint,
+            fix=f'Pass the iter_<N>.pth a demo run of --config {osp.basename(args.config)} wrote (or run it '
+                f'without --checkpoint to train one).')]
 
     from inline_dense.toy_data import make_toy_coco
     data_cfg = cfg.train_dataloader.dataset
@@ -206,7 +217,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
-    try:
-        main()
-    except OutputPathError as exc:  # one line, no traceback
-        raise SystemExit(f'error: {exc}') from None
+    run_tool(main, (CheckpointError, OutputPathError, ToolInputError))  # one line each, no traceback

@@ -114,8 +114,7 @@ def _export_and_check(args: argparse.Namespace, module, outputs, tmp: str) -> in
     print(f'[export] exported ({os.path.getsize(tmp) / 2 ** 20:.1f} MiB) in '
           f'{time.perf_counter() - t0:.0f} s from a {"x".join(map(str, args.export_shape))} example; outputs: '
           f'{", ".join(outputs)}' + (f'; attn_impl switched to {used!r}' if used else ''))
-    print('[export] valid input sizes: ' + ', '.join(
-        f'{axis} {max(low, 1)}..{"any" if high is None else high}' for axis, (low, high) in ranges.items()))
+    print(f'[export] valid input sizes: {onnx_export.format_ranges(ranges)}')
     if args.check_shapes is None:  # the defaults, moved inside what the graph holds for
         check_shapes = onnx_export.fit_check_shapes(onnx_export.CHECK_SHAPES, ranges, args.export_shape)
     else:

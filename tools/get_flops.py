@@ -2,6 +2,7 @@
 
     python tools/get_flops.py --models inline-swin-t inline-cswin-t swin-t inline-pvt-t pvt-t --shapes 224x224 800x1216
     python tools/get_flops.py --config configs/retinanet/retinanet_inline-pvt-t_fpn_1x_coco.py --shapes 800x1216
+    python tools/get_flops.py configs/retinanet/retinanet_inline-pvt-t_fpn_1x_coco.py --shape 800 1216  # mmdet's
 
 Every matrix product a forward pass runs is counted at the ATen level (see
 ``inline_dense/analysis/flops.py``), so attention's ``@`` products are included and
@@ -23,13 +24,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--models', nargs='+', default=None,
                    help=f'backbone names, as in tools/benchmark.py (default {" ".join(zoo.DEFAULT_MODELS)})')
+    p.add_argument('configs', nargs='*', metavar='CONFIG', help="mmdet's spelling: CONFIG [--shape H W], as --config")
     p.add_argument('--config', nargs='+', default=[], help='mmdet/mmseg config(s) of whole models')
-    p.add_argument('--shapes', nargs='+', type=parse_hw, default=[(224, 224), (800, 1216)], help='HxW inputs')
+    p.add_argument('--shapes', nargs='+', type=parse_hw, default=None, help='HxW inputs (default 224x224 800x1216)')
+    p.add_argument('--shape', nargs='+', type=int, default=None, metavar='SIDE',
+                   help="mmdet's spelling of one input: H W, or one side for a square (as --shapes HxW)")
     p.add_argument('--executed', action='store_true',
                    help="count the ops InLine attention's fast path runs, not its textbook algorithm")
     p.add_argument('--by-op', action='store_true', help='also print MACs per ATen op')
     p.add_argument('--json', default=None, help='write the figures to this JSON file')
     args = p.parse_args(argv)
+    args.config = [*args.configs, *args.config]
+    if args.shape is not None:
+        if args.shapes is not None:
+            p.error('give --shape H W (mmdet\'s) or --shapes HxW ..., not both')
+        if len(args.shape) not in (1, 2) or min(args.shape) < 1:
+            p.error(f'--shape {" ".join(map(str, args.shape))}: give H W, or one side for a square, each 1 or more')
+        args.shapes = [(args.shape[0], args.shape[-1])]
+    elif args.shapes is None:
+        args.shapes = [(224, 224), (800, 1216)]
     if args.models is None:
         args.models = [] if args.config else list(zoo.DEFAULT_MODELS)
     problem = zoo.check_entries(args.models, args.config)

@@ -26,6 +26,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.root and args.which == 'all':
         parser.error(f'--root needs a single dataset: one of {", ".join(DATASETS)}')
+    for flag in ('num_train', 'num_val', 'image_size'):  # one line here, not a traceback from the generator
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f'--{flag.replace("_", "-")} {value}: give 1 or more')
 
     from inline_dense import toy_data
 
@@ -42,7 +46,10 @@ def main(argv=None) -> None:
         root = args.root or default_root
         before = toy_data.read_stamp(root) if osp.isdir(root) else None
         t0 = time.time()
-        out = make(root, force=args.force, **kwargs)
+        try:
+            out = make(root, force=args.force, **kwargs)
+        except ValueError as exc:  # settings the generator refuses (e.g. an image too small for its shapes)
+            parser.error(str(exc))
         stamp = toy_data.read_stamp(out)
         kept = before == stamp and not args.force
         verb = 'kept existing' if kept else f'wrote in {time.time() - t0:.1f} s'

@@ -15,6 +15,7 @@ import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.checkpoint.atomic import OutputPathError, output_target
 from inline_dense.openmmlab.engine import launch
+from inline_dense.openmmlab.engine.checkpoint_fit import check_readable
 from inline_dense.openmmlab.engine.dataset_checks import DatasetCheckError, check_dataset_and_heads
 from inline_dense.openmmlab.engine.mmengine_compat import UnsupportedMmengine
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError, check_work_dir
@@ -106,6 +107,7 @@ def main(argv=None) -> dict:
                         dict(type='CheckpointFitHook', allow_partial=args.allow_partial_load, source=args.checkpoint)]
     launch.check_datasets(cfg, ('test_dataloader',))
     check_dataset_and_heads(cfg, ('test_dataloader',))
+    check_readable(args.checkpoint)  # a cut file: one line here, not torch's traceback from the Runner
     if args.show_dir:
         draw_predictions(cfg, codebase, args.show_dir)
     if args.amp:

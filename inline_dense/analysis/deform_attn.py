@@ -18,6 +18,7 @@ process's CPU time (steadier on a machine shared with other work).
 import argparse
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -156,6 +157,9 @@ def main(argv=None) -> list[dict[str, Any]]:
     parser.add_argument('--layout', default='dino-enc', choices=[*sorted(LAYOUTS), 'all'],
                         help='level layout (default dino-enc; all = each in turn)')
     args = parser.parse_args(argv)
+    if args.before and not os.path.isfile(args.before):  # before any measuring, not in the third subprocess
+        parser.error(f'--before {args.before}: no such file; give a copy of an inline_dense/ops/ext.py, e.g. '
+                     f'git show main:inline_dense/ops/ext.py > /tmp/ext_main.py')
     if args.threads:
         torch.set_num_threads(args.threads)
     impls = IMPLS + (('before',) if args.before else ())

@@ -10,8 +10,12 @@ def plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
     """2 x modes grid: latency and peak memory against pixels, log-log, one line per model.
 
     An InLine model and its softmax counterpart share a colour (solid vs dashed); the dotted
-    line through the InLine model's first point grows in proportion to the pixels.
+    line through the InLine model's first point grows in proportion to the pixels. Rows that
+    failed are left out; a ValueError (one line) when none is left.
     """
+    rows = [r for r in rows if not r.get('error')]
+    if not rows:
+        raise ValueError(f'nothing to plot into {path}: every row failed or there is none')
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -26,8 +30,7 @@ def plot(rows: list[dict[str, Any]], path: str, title: str) -> None:
             ax = axes[i][j]
             for model in models:
                 pts = sorted((r['pixels'], r[key]) for r in rows
-                             if r['model'] == model and r['mode'] == mode and not r.get('error')
-                             and r[key] and not math.isnan(r[key]))
+                             if r['model'] == model and r['mode'] == mode and r[key] and not math.isnan(r[key]))
                 if not pts:
                     continue
                 inline = model.startswith('inline-')

@@ -164,11 +164,26 @@ def benchmark(args: Any) -> dict[str, Any]:
                 ratios=[dict(what=w, value=v, bound=b) for w, v, b in ratios(rows)], results=rows)
 
 
+USAGE = ('usage: python -m inline_dense.analysis.scaling JOB_JSON (one job of the scaling figure, as '
+         'tools/benchmark.py --scaling runs it in each subprocess); the figure itself: '
+         'python tools/benchmark.py --scaling [SIDE ...]')
+
+
 def main(argv: Sequence[str]) -> None:
-    """Subprocess end: ``python -m inline_dense.analysis.scaling JOB_JSON`` prints one RESULT row."""
+    """Subprocess end: ``python -m inline_dense.analysis.scaling JOB_JSON`` prints one RESULT row;
+    ``--help`` (or anything that is not one job as JSON) prints the usage, in one line."""
+    import json
+
     from .worker import run_worker
-    if len(argv) != 1:
-        sys.exit('usage: python -m inline_dense.analysis.scaling JOB_JSON')
+    if len(argv) == 1 and argv[0] in ('-h', '--help'):
+        print(USAGE)
+        sys.exit(0)
+    try:
+        job = json.loads(argv[0]) if len(argv) == 1 else None
+    except json.JSONDecodeError:
+        job = None
+    if not isinstance(job, dict):
+        sys.exit(f'error: {" ".join(argv) or "no argument"} is not a job as JSON; {USAGE}')
     run_worker(argv[0], measure=measure)
 
 

@@ -28,7 +28,7 @@ from ..typing import StateDict
 from .errors import CORE, Advice, CheckpointError
 from .finite import check_finite
 from .reading import read_checkpoint, select_weights, tensors_of, with_prefix
-from .sources import resolve
+from .sources import PUBLISHED, SCHEME, resolve, variant_of
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,25 @@ Convert = Callable[[StateDict], tuple[StateDict, list[str]]]
 
 
 class Convertible(Protocol):
-    """A model that converts the authors' key layout itself (the InLine backbones)."""
+    """A model that converts the authors' key layout itself (the InLine backbones). One may also
+    have ``adapt_pretrained(state) -> state``: the converted weights fitted to its settings
+    (InLine-DeiT: a position grid of another resolution resampled)."""
 
     def convert_pretrained(self, state_dict: StateDict) -> tuple[StateDict, list[str]]: ...
+
+
+def converter(model: nn.Module) -> Convert:
+    """``model``'s conversion of a checkpoint: its ``convert_pretrained``, then its ``adapt_pretrained``
+    where it has one."""
+    convert = cast(Convertible, model).convert_pretrained
+    adapt: Callable[[StateDict], StateDict] | None = getattr(model, 'adapt_pretrained', None)
+    if adapt is None:
+        return convert
+
+    def convert_and_adapt(state: StateDict) -> tuple[StateDict, list[str]]:
+        converted, dropped = convert(state)
+        return adapt(converted), dropped
+    return convert_and_adapt
 
 
 class Allowed(NamedTuple):
@@ -186,6 +202,25 @@ def _as_is(state: StateDict) -> tuple[StateDict, list[str]]:
     return state, []
 
 
+def check_published_family(checkpoint: Any, family: str | None, what: str) -> None:
+    """Raises :class:`CheckpointError` when ``checkpoint`` names a published variant (``inline://<variant>``
+    or its URL) of another family than ``family`` (the model's; None: not known, nothing checked), before
+    anything is downloaded. ``what``: the model, in the message."""
+    if family is None or not isinstance(checkpoint, str):
+        return
+    if checkpoint.startswith(SCHEME):
+        name: str | None = variant_of(checkpoint)
+    else:
+        name = next((v for v, p in PUBLISHED.items() if p.url is not None and p.url == checkpoint), None)
+    if name is None or variants.variant(name).family == family:
+        return
+    own = [SCHEME + v for v, entry in variants.VARIANTS.items() if entry.family == family]
+    raise CheckpointError(f'{checkpoint} holds {variants.title(name)} weights, but {what} is an InLine-'
+                          f'{variants.spec_of(variants.example_of(family)).title} model, which they do not fit '
+                          f'(nothing was downloaded). Use one of {", ".join(own)}, or build the model of '
+                          f'{variants.title(name)}.')
+
+
 def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', prefix: str = '',
                     map_location: Any = 'cpu', advice: Advice = CORE) -> list[str]:
     """Loads ``checkpoint`` into ``model`` (an InLine backbone) after converting the authors' layout.
@@ -198,9 +233,11 @@ def load_pretrained(model: nn.Module, checkpoint: str, weights: str = 'auto', pr
     checkpoint) or unused (this config's ``out_indices``). Raises ``CheckpointError`` naming every
     missing, unexpected or shape-mismatched key; returns the keys dropped as unused. ``advice``: how
     the errors end, in the caller's terms (plain PyTorch's by default; the OpenMMLab adapter passes
-    ``init_cfg``'s).
+    ``init_cfg``'s). InLine-DeiT's position grid is resampled to the model's when the checkpoint's
+    differs (``adapt_pretrained``, logged).
     """
-    return load_file(model, checkpoint, convert=cast(Convertible, model).convert_pretrained, weights=weights,
+    check_published_family(checkpoint, variants.family_of_class(type(model).__name__), type(model).__name__)
+    return load_file(model, checkpoint, convert=converter(model), weights=weights,
                      prefix=prefix, map_location=map_location,
                      allowed=Allowed(missing=OUTPUT_NORMS, unused=OUTPUT_NORMS), advice=advice,
                      why='backbone (is it another variant? check arch / depths / embed_dims / attn_type)',

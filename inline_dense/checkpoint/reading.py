@@ -1,5 +1,6 @@
 """Reading a checkpoint file without running code from it, and finding the weights inside it
 (model or EMA weights, ``module.`` / ``backbone.`` prefixes)."""
+import errno
 import logging
 import os
 import pickle
@@ -53,7 +54,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
     if trusted:
         try:
             return torch.load(path, map_location=map_location, weights_only=False)
-        except UNREADABLE as exc:
+        except UNREADABLE_OR_CUT as exc:
             raise _unreadable(path, exc) from exc
     try:
         safe_unpickle.refuse_torchscript(path)
@@ -67,7 +68,7 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
             f'nothing of it was run. A weights file has no reason to do this: get it again from its source. '
             f'Only if you wrote the file yourself and know why it does this: python '
             f'tools/convert_checkpoint.py --trusted {path} OUT.pth, then use OUT.pth.') from exc
-    except UNREADABLE as exc:
+    except UNREADABLE_OR_CUT as exc:
         raise _unreadable(path, exc) from exc
     if kept:
         log.info(f'{path}: read with objects of {len(kept)} class(es) kept as plain data, none of their '
@@ -79,12 +80,20 @@ def read_checkpoint(path: str, trusted: bool = False, map_location: Any = 'cpu',
 # (a TypeError in the loader, say) is a bug and propagates as it is.
 UNREADABLE: tuple[type[BaseException], ...] = (EOFError, RuntimeError, zipfile.BadZipFile, ValueError, KeyError,
                                                 IndexError, struct.error, pickle.UnpicklingError, *SAFETENSORS_ERRORS)
+# ... and torch's zip reader on a file cut to about 5-65 KB: OSError EINVAL (see _unreadable)
+UNREADABLE_OR_CUT: tuple[type[BaseException], ...] = (*UNREADABLE, OSError)
 _CUT = ('central directory', 'unexpected end', 'truncated', 'failed reading', 'ran out of input')
 
 
 def _unreadable(path: str, exc: BaseException) -> CheckpointError:
+    """The one-line error for a file torch's reader or the restricted one failed on. An ``OSError``
+    other than ``EINVAL`` (permissions, I/O) is about the disk, not the file's content: re-raised."""
+    if isinstance(exc, OSError) and exc.errno not in (None, errno.EINVAL):
+        raise exc
     detail = f'{type(exc).__name__}: {str(exc)[:200]}'
-    if isinstance(exc, (EOFError, zipfile.BadZipFile)) or any(c in str(exc).lower() for c in _CUT):
+    # EINVAL: torch's zip reader seeks 64 KB back from the end for the central directory, before the
+    # start of a zip cut to about 5-65 KB
+    if isinstance(exc, (EOFError, zipfile.BadZipFile, OSError)) or any(c in str(exc).lower() for c in _CUT):
         why = (f'it ends early or its archive is damaged ({detail}): truncated by an interrupted download or '
                f'write: download or save it again')
     elif isinstance(exc, SAFETENSORS_ERRORS):

@@ -144,6 +144,13 @@ def _bounds(ranges: InputRanges, axis: str) -> tuple[int, int | None]:
     return (1 if low <= 2 else low), high
 
 
+def format_ranges(ranges: InputRanges) -> str:
+    """'batch 1..any, height 33..any, ...': the sizes the graph holds for, as the checks read them
+    (a lower bound of 2 as 1, see :func:`_bounds`)."""
+    spans = {axis: _bounds(ranges, axis) for axis in ranges}
+    return ', '.join(f'{axis} {low}..{"any" if high is None else high}' for axis, (low, high) in spans.items())
+
+
 def fit_check_shapes(shapes: Sequence[Shape], ranges: InputRanges, example_shape: Shape) -> list[Shape]:
     """``shapes`` moved inside the sizes the exported graph holds for (``ranges``, from
     :func:`input_ranges`): each axis clamped to its range, then stepped down (7 rows, 5 columns at a

@@ -8,6 +8,7 @@ makes its stem and stages, its blocks by ``layers.inline_attention`` / ``transfo
 then this class's ``__init__`` takes them and finishes), ``embed_input`` (the stem before stage 0; each stage module has
 ``enter`` and ``leave``) and ``convert_pretrained`` (the authors' checkpoint layout -> its keys).
 """
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -259,11 +260,19 @@ def check_image_input(x: torch.Tensor, valid_hw: list[HW] | None, in_channels: i
                          f'got {tuple(x.shape)}. Pass a batch of {in_channels}-channel images, '
                          f'or set in_channels to match.')
     h, w = x.shape[-2:]
+    if h == 0 or w == 0:
+        raise ValueError(f'{name}: got an input of {h}x{w} pixels ({tuple(x.shape)}); an image needs at least one '
+                         f'pixel each way: pass images of some size (any size from 1x1 works, padded inside).')
     if not (x.is_floating_point() or x.shape[0] == 0):
         raise TypeError(f'{name}: got a {x.dtype} input; the backbone takes normalised floating-point images '
                         f'(what the data preprocessor makes of the pixels: (x - mean) / std as float).')
     if valid_hw is not None:
         sizes = [tuple(s) for s in valid_hw]
+        wrong = [v for s in sizes for v in s if not _is_size(v)]
+        if wrong:
+            raise TypeError(f'{name}: valid_hw={sizes} must hold whole numbers of pixels (ints), got '
+                            f'{wrong[0]!r} ({type(wrong[0]).__name__}): pass each image\'s real (height, width), '
+                            f'e.g. img_shape of its data sample, as ints.')
         if len(sizes) != x.shape[0] or any(len(s) != 2 or not 0 < s[0] <= h or not 0 < s[1] <= w
                                           for s in sizes):
             raise ValueError(f'{name}: valid_hw={sizes} must hold one (height, width) per image '
@@ -271,3 +280,8 @@ def check_image_input(x: torch.Tensor, valid_hw: list[HW] | None, in_channels: i
                              f'of each image before padding, e.g. img_shape of its data sample.')
 
 
+def _is_size(value: Any) -> bool:
+    """A whole number of pixels: an int (not a bool; numpy's too), a traced one, or a 0-d integer tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.ndim == 0 and not value.is_floating_point() and value.dtype != torch.bool
+    return isinstance(value, (numbers.Integral, torch.SymInt)) and not isinstance(value, bool)

@@ -25,7 +25,9 @@ from torch import nn
 from .. import registry, variants
 from ..checkpoint import CORE, Advice, Allowed, load_file
 from ..checkpoint.adapt import adapt_input_conv
+from ..checkpoint.loading import check_published_family
 from ..families import backbone_class
+from ..layers.arch import to_2tuple_size
 from ..layers.backbone import InLineBackboneBase
 from ..layers.block import TransformerBlock
 from ..layers.weight_init import trunc_normal_
@@ -48,6 +50,13 @@ def check_output_stride(output_stride: int | None, name: str, strides: Sequence[
                          f'into dilation. Use a decoder that takes stride-{strides[-1]} features (smp: Unet, FPN, '
                          f'UPerNet, Segformer, Linknet, MAnet, UnetPlusPlus; not DeepLabV3/V3+, which need output '
                          f'stride 8 or 16).')
+
+
+def training_size(img_size: int | Sequence[int], patch: int) -> tuple[int, int]:
+    """timm's ``img_size`` as a ViT's ``pretrain_img_size``: (h, w) rounded up to whole patches (the
+    backbone pads its input so; timm's ViT sizes its position grid from ``img_size`` the same way)."""
+    h, w = to_2tuple_size(img_size, 'img_size', 'InLineClassifier')
+    return -(-h // patch) * patch, -(-w // patch) * patch
 
 
 def take_indices(num_stages: int, indices: int | list[int] | None) -> tuple[list[int], int]:
@@ -88,8 +97,10 @@ class InLineClassifier(nn.Module):
         drop_rate: dropout before the head.
         in_chans: input channels (timm's name for the backbone's ``in_channels``).
         **backbone_kwargs: the backbone's constructor arguments (``drop_path_rate``, ``with_cp``,
-            ``embed_dims``, ...); ``img_size``, ``dynamic_img_size``, ``strict_img_size`` are
-            accepted and ignored (any size works); ``output_stride`` must be 32 or None.
+            ``embed_dims``, ...); ``dynamic_img_size``, ``strict_img_size`` are accepted and ignored
+            (any size works); ``img_size`` sets a ViT's position grid (InLine-DeiT's
+            ``pretrain_img_size``, as timm's ViT: a checkpoint's grid is resampled to it on load) and is
+            ignored by the pyramids; ``output_stride`` must be 32 or None.
 
     Shapes: ``forward_features`` (B, 3, H, W) -> (B, C, ceil(H/32), ceil(W/32)) after the final
     norm (a ViT: the tokens (B, 1 + ceil(H/16) * ceil(W/16), C)); ``forward_head`` -> (B, num_classes)
@@ -103,8 +114,12 @@ class InLineClassifier(nn.Module):
         spec = registry.family(family)
         check_output_stride(output_stride, f'InLine-{family}',
                             [o.stride for o in spec.preset_outputs(arch if isinstance(arch, str) else dict(arch))])
+        img_size = backbone_kwargs.get('img_size')
         for key in IGNORED_SIZE_ARGS:  # timm passes these to every model; InLine takes any input size
             backbone_kwargs.pop(key, None)
+        if img_size is not None and backbone_kwargs.get('pretrain_img_size') is None and any(
+                'pretrain_img_size' in preset for preset in spec.presets.values()):
+            backbone_kwargs['pretrain_img_size'] = training_size(img_size, backbone_kwargs.get('patch_size', 16))
         for key in ('out_norm', 'out_indices', 'init_cfg'):
             if key in backbone_kwargs:
                 raise TypeError(f'InLineClassifier: {key} is fixed (all stages, no per-stage output norm, '
@@ -243,35 +258,54 @@ class InLineClassifier(nn.Module):
     # ------------------------------------------------------------------ timm's feature-getter contract
     def forward_intermediates(self, x: torch.Tensor, indices: int | list[int] | None = None,
                               norm: bool = False, stop_early: bool = False, output_fmt: str = 'NCHW',  # noqa: ARG002
-                              intermediates_only: bool = False, valid_hw: list[HW] | None = None
-                              ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
+                              intermediates_only: bool = False, valid_hw: list[HW] | None = None,
+                              return_prefix_tokens: bool = False) -> Any:
         """Stage outputs (B, C_i, ceil(H/s_i), ceil(W/s_i)), s_i = 4, 8, 16, 32, for ``indices``;
         with ``norm`` the final norm is applied to the last stage's map. Unless
-        ``intermediates_only``, also returns the final features (as ``forward_features``).
+        ``intermediates_only``, also returns the final features (as ``forward_features``):
+        ``(final, intermediates)``.
         A ViT (InLine-DeiT): every block's grid (B, C, ceil(H/16), ceil(W/16)), ``norm`` on each
         (timm's ``VisionTransformer``), the final features its tokens.
 
-        ``output_fmt`` 'NHWC' gives the maps as (B, h, w, C) views.
+        ``output_fmt`` 'NHWC' gives the maps as (B, h, w, C) views, 'NLC' as (B, h*w, C) tokens (timm's
+        ViT: the grid's tokens, without the prefix tokens).
+        ``return_prefix_tokens`` (timm's ViT): a ViT's intermediates become (map, prefix tokens
+        (B, P, C)) pairs, the prefix tokens normed with ``norm``; a pyramid has none and ignores it.
         ``valid_hw``: each image's real size in a padded batch (see the backbone's ``forward``).
         ``stop_early`` is accepted; the stages after the last index are removed by
-        ``prune_intermediate_layers`` instead.
+        ``prune_intermediate_layers`` instead. (TorchScript compiles :meth:`intermediate_maps`, which
+        timm's feature getter calls.)
         """
-        if output_fmt != 'NCHW' and output_fmt != 'NHWC':
-            raise ValueError(f"output_fmt='{output_fmt}': InLine stages give 'NCHW' (B, C, H, W) or 'NHWC' "
-                             f"(B, H, W, C) maps.")
+        final, intermediates, prefixes = self.intermediate_maps(x, indices, norm, output_fmt, valid_hw)
+        taken: list[Any] = list(intermediates)
+        if return_prefix_tokens and self.num_prefix_tokens > 0:
+            taken = list(zip(intermediates, prefixes))
+        return taken if intermediates_only else (final, taken)
+
+    def intermediate_maps(self, x: torch.Tensor, indices: int | list[int] | None = None, norm: bool = False,
+                          output_fmt: str = 'NCHW', valid_hw: list[HW] | None = None
+                          ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """:meth:`forward_intermediates`'s work with one return type (TorchScript's): the final
+        features, the chosen intermediates, and their prefix tokens (B, P, C) (P = 0 for a pyramid)."""
+        if output_fmt != 'NCHW' and output_fmt != 'NHWC' and output_fmt != 'NLC':
+            raise ValueError(f"output_fmt='{output_fmt}': InLine stages give 'NCHW' (B, C, H, W), 'NHWC' "
+                             f"(B, H, W, C) or 'NLC' (B, H*W, C) maps.")
         stages, prefixes = self.backbone.forward_with_prefix(x, valid_hw)
         chosen, _ = take_indices(len(stages), indices)
         last = len(stages) - 1
         vit = self.num_prefix_tokens > 0  # every block as wide as the last: the final norm fits each (timm's ViT)
         intermediates: list[torch.Tensor] = []
+        tokens: list[torch.Tensor] = []
         for i in chosen:
             t = self._final_norm(stages[i]) if norm and (vit or i == last) else stages[i]
-            intermediates.append(t.permute(0, 2, 3, 1) if output_fmt == 'NHWC' else t)
-        if intermediates_only:
-            return intermediates
-        if vit:
-            return self.norm(self._tokens(stages[-1], prefixes[-1])), intermediates
-        return self._final_norm(stages[-1]), intermediates
+            if output_fmt == 'NHWC':
+                t = t.permute(0, 2, 3, 1)
+            elif output_fmt == 'NLC':
+                t = t.flatten(2).transpose(1, 2)
+            intermediates.append(t)
+            tokens.append(self.norm(prefixes[i]) if norm and vit else prefixes[i])
+        final = self.norm(self._tokens(stages[-1], prefixes[-1])) if vit else self._final_norm(stages[-1])
+        return final, intermediates, tokens
 
     @torch.jit.ignore
     def prune_intermediate_layers(self, indices: int | Sequence[int] = 1, prune_norm: bool = False,
@@ -303,11 +337,13 @@ class InLineClassifier(nn.Module):
 
     # ------------------------------------------------------------------ weights
     def convert_pretrained(self, state_dict: StateDict) -> StateDict:
-        """The authors' classification layout (or ours) -> this module's keys."""
+        """The authors' classification layout (or ours) -> this module's keys; InLine-DeiT's position grid
+        resampled to the model's when the checkpoint's differs (the backbone's ``adapt_pretrained``)."""
+        adapt: Callable[..., StateDict] = getattr(self.backbone, 'adapt_pretrained', lambda state, prefix: state)  # noqa: ARG005
         if any(k.startswith('backbone.') for k in state_dict):  # our own layout (e.g. a timm checkpoint)
-            return dict(state_dict)
+            return adapt(dict(state_dict), prefix='backbone.')
         head = {k: v for k, v in state_dict.items() if k.startswith('head.')}
-        converted, _ = self.backbone.convert_pretrained(state_dict)
+        converted = adapt(self.backbone.convert_pretrained(state_dict)[0], prefix='')
         last = len(self.backbone.depths) - 1
         out = {}
         for key, value in converted.items():
@@ -327,6 +363,7 @@ class InLineClassifier(nn.Module):
         ``pretrained_cfg['state_dict']``). ``advice``: the caller's terms for the errors (timm's, smp's;
         default the torch API's).
         Returns the checkpoint keys not loaded."""
+        check_published_family(checkpoint, self.family, f'this {type(self).__name__}')
         first_conv = registry.FAMILIES[self.family].head.first_conv + '.weight'
 
         def convert(state: StateDict) -> tuple[StateDict, list[str]]:

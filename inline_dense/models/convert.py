@@ -3,6 +3,7 @@
 It sits with the models, above the checkpoint reading it uses: each family's spec knows the keys only
 its checkpoints have (``key_patterns``), its backbone class the conversion (``convert_pretrained``,
 the family's ``convert.py``)."""
+import re
 
 from .. import registry
 from ..checkpoint import CheckpointError, read_checkpoint, resolve, select_weights, state_dict_of
@@ -20,6 +21,22 @@ def detect_backbone(state: StateDict) -> str:
         raise CheckpointError(f'cannot tell which of {titles} this checkpoint holds (first keys: {list(state)[:5]}); '
                               f'pass --backbone explicitly.')
     return registry.FAMILIES[family].class_name
+
+
+# InLine attention's own weights (``InLineAttention.residual``, its local branch), in the authors' layout
+# and ours, in every family: a checkpoint without them holds no InLine attention (e.g. a softmax timm ViT,
+# whose other keys match InLine-DeiT's patterns)
+INLINE_ATTENTION_KEY = r'(^|\.)attns?(\.\d+)?\.residual\.\d+\.weight$'  # CSwin: attns.<branch>.residual
+
+
+def check_inline(state: StateDict, backbone: str, source: str) -> None:
+    """Raises :class:`CheckpointError` when ``state`` has none of InLine attention's own weights."""
+    if not any(re.search(INLINE_ATTENTION_KEY, k) for k in state):
+        raise CheckpointError(f'{source} holds no InLine attention weights (no key like '
+                              f'blocks.0.attn.residual.0.weight among its {len(state)}), so it is not an InLine '
+                              f'checkpoint: its keys match {backbone}\'s layout, but a softmax model\'s weights would '
+                              f'leave every InLine block unloaded. Convert the authors\' InLine checkpoint instead '
+                              f'(checkpoints/README.md).')
 
 
 def check_family(state: StateDict, backbone: str, source: str) -> str:
@@ -55,6 +72,7 @@ def convert_file(src: str, dst: str, backbone: str = 'auto', trusted: bool = Fal
     if backbone != 'auto':
         registry.family_by_class(backbone)  # the name check
     name = detect_backbone(state) if backbone == 'auto' else check_family(state, backbone, repr(src))
+    check_inline(state, name, repr(src))
     converted, dropped = backbone_class(registry.family_by_class(name)).convert_pretrained(state)
     save_converted(converted, {'converted_from': str(src), 'backbone': name, 'dropped': dropped, 'weights': which},
                    dst)

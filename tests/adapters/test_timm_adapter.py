@@ -67,8 +67,10 @@ def test_meta_construction_and_pretrained_cfg(variant):
     assert state['head.weight'].shape == (1000, model.num_features)
     assert model.num_features == model.backbone.embed_dims[-1]
     assert [f['reduction'] for f in model.feature_info] == [o.stride for o in outputs]
-    assert features.feature_info.reduction() == [o.stride for o in outputs]
-    assert features.feature_info.channels() == [o.channels for o in outputs] == list(model.backbone.embed_dims)
+    picked = outputs[-3:] if variants.spec_of(variant).plain else outputs  # timm's ViTs: the last 3 blocks
+    assert features.feature_info.reduction() == [o.stride for o in picked]
+    assert features.feature_info.channels() == [o.channels for o in picked]
+    assert [o.channels for o in outputs] == list(model.backbone.embed_dims)
     assert not any(k.startswith(('head.', 'norm.')) for k in features.state_dict())
 
 
@@ -193,14 +195,18 @@ def test_full_presets_run_at_any_size():
         with torch.no_grad():
             maps = model(torch.randn(1, 3, 36, 50))
         strides = model.feature_info.reduction()
-        assert strides == [o.stride for o in variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)]
+        outputs = variants.spec_of(variant).preset_outputs(variants.variant(variant).arch)
+        assert strides == [o.stride for o in (outputs[-3:] if variants.spec_of(variant).plain else outputs)]
         assert [tuple(m.shape[-2:]) for m in maps] == [(math.ceil(36 / s), math.ceil(50 / s)) for s in strides]
         assert [m.shape[1] for m in maps] == model.feature_info.channels()
 
 
-def test_size_arguments_are_ignored_and_output_stride_is_refused():
+def test_size_arguments_are_taken_and_output_stride_is_refused():
+    """img_size goes into the pretrained cfg (the data config follows it); any input size still runs."""
     model = small('inline_pvt_t', img_size=512, dynamic_img_size=True, strict_img_size=False, num_classes=2)
-    assert model.pretrained_cfg['input_size'] == (3, 224, 224)
+    assert model.pretrained_cfg['input_size'] == (3, 512, 512)
+    with torch.no_grad():
+        assert model.eval()(torch.randn(1, 3, 64, 96)).shape == (1, 2)
     for stride in (8, 16):
         with pytest.raises(ValueError, match=f'output_stride={stride} is not supported'):
             timm.create_model('inline_swin_t', output_stride=stride, features_only=True)

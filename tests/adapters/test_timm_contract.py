@@ -94,8 +94,9 @@ def test_a_vits_pools_over_its_tokens(variant, x):
 # ----------------------------------------------------------------------------- features
 @pytest.mark.parametrize('variant', SMALL)
 def test_hook_features_equal_the_getter(variant, x):
-    getter = small(variant, features_only=True)
-    hook = small(variant, features_only=True, feature_cls='hook')
+    every = dict(out_indices=(0, 1, 2, 3))  # a plain ViT's default is its last 3 blocks
+    getter = small(variant, features_only=True, **every)
+    hook = small(variant, features_only=True, feature_cls='hook', **every)
     wrapped = FeatureHookNet(small(variant), out_indices=(0, 1, 2, 3))
     with torch.no_grad():
         expected = getter(x)

@@ -140,12 +140,29 @@ def test_a_backbone_name_alone_asks_the_hub_first():
     assert UperNetConfig(backbone_config=backbone_config('inline_swin_t')).backbone_config.backbone == 'inline_swin_t'
 
 
-def test_hidden_states_are_the_out_indices_maps():
-    """As docs/ecosystems.md says: all four stages give four hidden states; fewer raise IndexError."""
+@pytest.mark.parametrize(('variant', 'out_indices'), [('inline_swin_t', (0, 1, 2, 3)), ('inline_swin_t', (1, 2, 3)),
+                                                     ('inline_deit_t', (3, 5, 7, 11))])
+def test_hidden_states_are_every_stages_maps(variant, out_indices):
+    """As docs/ecosystems.md says: output_hidden_states=True gives every stage's (block's) map, the
+    feature maps those of out_indices. transformers' TimmBackbone sets return_layers to every layer and
+    indexes the result by out_indices; the getter ignored it (IndexError unless out_indices were 0-3)."""
     from transformers import TimmBackbone
     x = pixels(1)
+    backbone = TimmBackbone(backbone_config(variant, out_indices)).eval()
     with torch.no_grad():
-        out = TimmBackbone(backbone_config('inline_swin_t')).eval()(x, output_hidden_states=True)
-        assert [h.shape[1] for h in out.hidden_states] == CHANNELS['inline_swin_t']
-        with pytest.raises(IndexError):
-            TimmBackbone(backbone_config('inline_swin_t', (1, 2, 3))).eval()(x, output_hidden_states=True)
+        out = backbone(x, output_hidden_states=True)
+        plain = backbone(x)
+    assert [h.shape[1] for h in out.hidden_states] == CHANNELS[variant][:max(out_indices) + 1]
+    for i, fmap, again in zip(out_indices, out.feature_maps, plain.feature_maps):
+        assert torch.equal(fmap, out.hidden_states[i])
+        assert torch.equal(fmap, again)  # return_layers restored: the next call gives out_indices again
+    assert len(plain.feature_maps) == len(out_indices)
+
+
+def test_upernet_on_deit_with_hidden_states():
+    torch.manual_seed(0)
+    model = UperNetForSemanticSegmentation(UperNetConfig(backbone_config=backbone_config(
+        'inline_deit_t', (3, 5, 7, 11)), hidden_size=32, auxiliary_channels=16, num_labels=5))
+    out = model(pixel_values=pixels(), output_hidden_states=True)
+    assert out.logits.shape == (2, 5, SIZE, SIZE)
+    assert len(out.hidden_states) == 12

@@ -136,6 +136,23 @@ def test_pvt_and_cswin_files_are_recognised(tmp_path):
             convert_file(str(src), str(tmp_path / 'out.pth'), backbone=wrong)
 
 
+@pytest.mark.parametrize('backbone', ['auto', 'InLineDeiT'])
+def test_a_softmax_vit_is_refused_though_its_keys_look_like_deit(backbone, tmp_path):
+    """A timm softmax ViT (DeiT-Ti) has InLine-DeiT's key layout but none of InLine attention's own
+    weights: converting it wrote 'InLine-DeiT: wrote N tensors', a file that later failed to load."""
+    import timm
+    src = tmp_path / 'deit_tiny.pth'
+    torch.save({'model': timm.create_model('deit_tiny_patch16_224', depth=2).state_dict()}, src)
+    with pytest.raises(CheckpointError, match=r'holds no InLine attention weights \(no key like '
+                                              r'blocks\.0\.attn\.residual\.0\.weight among its 32\)') as info:
+        convert_file(str(src), str(tmp_path / 'out.pth'), backbone=backbone)
+    assert len(str(info.value).splitlines()) == 1
+    assert not (tmp_path / 'out.pth').exists()
+    for family in ('deit', 'swin', 'pvt', 'cswin'):  # every family's InLine file still converts, and ours again
+        convert_file(str(FIXTURES / f'inline_{family}_mini_authors_layout.pth'), str(tmp_path / f'{family}.pth'))
+        convert_file(str(tmp_path / f'{family}.pth'), str(tmp_path / f'{family}_again.pth'))
+
+
 def test_output_at_a_directory_or_in_a_missing_one(authors_copy, tmp_path):
     src, _ = authors_copy
     with pytest.raises(OutputPathError, match='is a directory; name a file in it'):

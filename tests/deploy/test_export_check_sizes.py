@@ -27,6 +27,7 @@ from inline_dense.deploy import (
 
 ROOT = Path(__file__).resolve().parents[2]
 DINO = str(ROOT / 'configs' / 'toy' / 'dino-4scale_inline-swin-mini_toy-coco.py')
+DEIT = str(ROOT / 'configs' / 'toy' / 'mask-rcnn_inline-deit-mini_simple-fpn_toy-coco.py')
 BOUNDED = {'batch': (2, None), 'height': (2, 128), 'width': (2, 128)}
 
 
@@ -39,6 +40,27 @@ def test_default_check_sizes_are_moved_inside_the_valid_range():
     assert len(set(fitted)) == len(fitted) == len(CHECK_SHAPES)
     assert fit_check_shapes(CHECK_SHAPES, {'batch': (2, None), 'height': (2, None), 'width': (2, None)},
                             (2, 3, 289, 291)) == list(CHECK_SHAPES)  # unbounded: the defaults as they are
+
+
+def test_the_printed_ranges_are_the_ones_checked():
+    """torch.export's symbolic batch starts at 2 (it specialises 0 and 1); the checks run batch 1, so the
+    printed range says 1, not '2..any'."""
+    from inline_dense.deploy.onnx_export import format_ranges
+    assert format_ranges(BOUNDED) == 'batch 1..any, height 1..128, width 1..128'
+    assert format_ranges({'batch': (2, None), 'height': (33, None), 'width': (2, 64)}) == \
+        'batch 1..any, height 33..any, width 1..64'
+    assert any(shape[0] == 1 for shape in fit_check_shapes(CHECK_SHAPES, BOUNDED, (2, 3, 65, 97)))
+
+
+@pytest.mark.slow
+def test_the_deit_detector_says_batch_1_and_checks_it(tmp_path):
+    out = tmp_path / 'deit.onnx'
+    proc = subprocess.run([sys.executable, str(ROOT / 'tools' / 'export_onnx.py'), DEIT, '--out', str(out),
+                           '--export-shape', '2x3x97x113', '--check-shapes', '1x3x81x95', '2x3x70x66', '--runs', '1'],
+                          capture_output=True, text=True, timeout=1200, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert '[export] valid input sizes: batch 1..any, ' in proc.stdout
+    assert '1x3x81x95' in proc.stdout
 
 
 def test_sizes_outside_the_range_are_named():

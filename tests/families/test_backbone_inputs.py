@@ -1,7 +1,7 @@
-"""What users really feed the backbones: an empty batch, float16 / bfloat16 / uint8
-images, a long thin picture whose resized side falls below the total stride (padded inside, the
-padding masked), out-of-range drop_path_rate, an int split_size, a detector checkpoint through
-``Pretrained(prefix='backbone.')``, and a missing file's hint naming the right family."""
+"""What users really feed the backbones: an empty batch, an image with a zero side, valid_hw that is not whole
+pixels, float16 / bfloat16 / uint8 images, a long thin picture whose resized side falls below the total stride
+(padded inside, the padding masked), out-of-range drop_path_rate, an int split_size, a detector checkpoint
+through ``Pretrained(prefix='backbone.')``, and a missing file's hint naming the right family."""
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,36 @@ def test_an_empty_batch_gives_empty_outputs(kind):
     assert [tuple(o.shape) for o in maps] == expected_shapes(model, 0, 64, 96)
     assert [tuple(p.shape) for p in prefixes] == [(0, model.num_prefix_tokens, model.embed_dims[i])
                                                   for i in model.out_indices]
+
+
+@pytest.mark.parametrize('hw', [(0, 32), (32, 0), (0, 0)])
+def test_an_image_with_a_zero_side_is_refused_in_one_line(kind, hw):
+    """Checked with the other inputs, not left to torch's interpolate (every family; an empty batch is fine)."""
+    model = build_tiny(kind).eval()
+    for call in (model, model.forward_with_prefix):
+        with pytest.raises(ValueError, match=rf'got an input of {hw[0]}x{hw[1]} pixels .*at least one pixel') as info:
+            call(torch.zeros(1, 3, *hw))
+        assert '\n' not in str(info.value)
+
+
+@pytest.mark.parametrize('valid_hw', [[(32.0, 32)], [(32, 31.5)], [(True, 32)], [('32', 32)],
+                                      [(torch.tensor(32.0), 32)]])
+def test_valid_hw_that_is_not_whole_pixels_is_refused_in_one_line(kind, valid_hw):
+    model = build_tiny(kind).eval()
+    with pytest.raises(TypeError, match=r'valid_hw=.* must hold whole numbers of pixels \(ints\), got') as info:
+        model(torch.zeros(1, 3, 32, 32), valid_hw)
+    assert '\n' not in str(info.value)
+
+
+def test_valid_hw_takes_numpy_and_tensor_ints(kind):
+    import numpy as np
+    model = build_tiny(kind).eval()
+    x = torch.randn(1, 3, 32, 48)
+    with torch.no_grad():
+        ref = model(x, [(24, 40)])
+        for sizes in ([(np.int64(24), np.int32(40))], [(torch.tensor(24), torch.tensor(40))]):
+            for a, b in zip(model(x, sizes), ref):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize('dtype', [torch.float16, torch.bfloat16])

@@ -3,6 +3,7 @@ position grid resampled as timm's ViTs, the cls token option, blocks as ``out_in
 ``frozen_stages``, and padding independence of the cls token. The shared contract (any size, tracing,
 the ecosystems) is ``test_contract.py``'s."""
 import math
+import re
 
 import pytest
 import torch
@@ -121,6 +122,65 @@ def test_the_reference_can_tell_a_wrong_position_grid(tmp_path):
             position.resize_pos_grid = original
 
 
+# ---------------------------------------------------------------- a checkpoint trained at another size
+def grid_records():
+    """The core's log lines about a resampled position grid, whatever handler the session gave it."""
+    import logging
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    return records, handler
+
+
+@pytest.mark.parametrize('path', ['load_pretrained', 'init_cfg', 'classifier'])
+def test_a_checkpoint_of_another_grid_is_resampled_on_load_with_a_log_line(path):
+    """The fixture was trained at 112 px (a 7x7 grid); a model made for 224 (14x14) takes it resampled
+    as timm's resample_abs_pos_embed does, and says so; the rest of the weights load unchanged."""
+    import logging
+
+    from timm.layers import resample_abs_pos_embed
+    records, handler = grid_records()
+    logger = logging.getLogger('inline_dense')
+    logger.addHandler(handler)
+    arch = dict(mini_arch(), pretrain_img_size=224)
+    try:
+        if path == 'load_pretrained':
+            model = InLineDeiT(arch, mlp_ratio=2.0, out_indices=(3,))
+            load_pretrained(model, authors_checkpoint(FIXTURE))
+        elif path == 'init_cfg':  # the OpenMMLab adapter: init_cfg=dict(type='Pretrained', ...), as mmseg's ViT
+            import inline_dense.openmmlab as mm
+            model = mm.InLineDeiT(arch, mlp_ratio=2.0, out_indices=(3,), init_cfg=dict(
+                type='Pretrained', checkpoint=authors_checkpoint(FIXTURE)))
+            model.init_weights()
+        else:
+            model = classifier_from(authors_checkpoint(FIXTURE), arch, mlp_ratio=2.0).backbone
+    finally:
+        logger.removeHandler(handler)
+    theirs = torch.load(authors_checkpoint(FIXTURE), weights_only=True)['model']
+    torch.testing.assert_close(model.patch_embed.pos_embed.detach(),
+                               resample_abs_pos_embed(theirs['pos_embed'], [14, 14], num_prefix_tokens=1),
+                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(model.stages[3].blocks[0].attn.qkv.weight.detach(), theirs['blocks.3.attn.qkv.weight'])
+    said = [m for m in records if 'position embedding' in m]
+    assert said == ["InLineDeiT: resampled the checkpoint's position embedding from a 7x7 grid (trained at 112 px) "
+                    "to this model's 14x14 (pretrain_img_size 224x224), bicubic, as timm and mmseg do on load"]
+
+
+def test_other_loads_of_another_grid_stay_strict(tmp_path):
+    """A whole model's weights (load_from, tools/test.py, deploy) are not resampled: the fit check and the
+    strict loader still name the position embedding; so is a grid that is not square."""
+    from inline_dense.checkpoint import CheckpointError
+    from inline_dense.checkpoint.loading import fit_report, load_state
+    small, large = (InLineDeiT(dict(mini_arch(), pretrain_img_size=size), mlp_ratio=2.0) for size in (112, 224))
+    with pytest.raises(CheckpointError, match=r'pos_embed: checkpoint \(1, 50, 64\) vs model \(1, 197, 64\)'):
+        load_state(large, small.state_dict(), 'a whole model')
+    assert any('with another shape' in line for line in fit_report(large.state_dict(), small.state_dict()))
+    oblong = InLineDeiT(dict(mini_arch(), pretrain_img_size=(112, 224)), mlp_ratio=2.0)  # 7x14: not square
+    torch.save({'state_dict': oblong.state_dict()}, tmp_path / 'oblong.pth')
+    with pytest.raises(CheckpointError, match=r'patch_embed\.pos_embed'):
+        load_pretrained(large, str(tmp_path / 'oblong.pth'))
+
+
 # ---------------------------------------------------------------- the dense backbone
 @pytest.mark.parametrize('hw', [(32, 32), (33, 47), (100, 36), (16, 16)])
 def test_any_size_gives_a_stride_16_map_per_chosen_block(hw):
@@ -173,6 +233,15 @@ def test_out_indices_count_blocks_from_the_end_as_mmseg():
     assert model.out_norms['4'].eps == 1e-6  # the authors' final norm's
     with pytest.raises(ValueError, match=r'subset of \(0, 1, 2, 3, 4\)'):
         InLineDeiT(embed_dims=16, depth=5, num_heads=2, out_indices=(5,))
+
+
+@pytest.mark.parametrize('given', [(-5,), (0, -6), (-9, -1)])
+def test_a_negative_index_beyond_the_blocks_is_named_as_written(given):
+    """(-5,) on four blocks was reported as (-1,), the index after shifting."""
+    with pytest.raises(ValueError, match=rf'out_indices {re.escape(str(given))} must be block indices in '
+                                         r'\[-4, 3\] \(this model has 4 blocks'):
+        InLineDeiT(embed_dims=16, depth=4, num_heads=2, out_indices=given)
+    assert InLineDeiT(embed_dims=16, depth=4, num_heads=2, out_indices=(-4, -1)).out_indices == [0, 3]
 
 
 def test_the_authors_final_norm_is_the_last_blocks_output_norm():

@@ -4,6 +4,7 @@ file / hf_hub_id in timm's order), smp's ``in_channels``, ``build_classifier`` a
 refuses NaN / inf and integer-typed weights, and speaks its caller's terms."""
 import logging
 import os
+import pathlib
 
 import pytest
 import timm
@@ -212,6 +213,44 @@ def test_deploy_refuses_bad_weights(tmp_path, how, error):
     torch.save({'state_dict': {'weight': torch.zeros(2, 3)}}, tmp_path / 'part.pth')
     with pytest.raises(CheckpointError, match=r"(?s)does not fit this config's model.*bias"):
         load_full_checkpoint(model, str(tmp_path / 'part.pth'))
+
+
+# ---------------------------------------------------------------- another family's published weights
+@pytest.mark.parametrize('name', ['inline://inline_swin_t', variants.VARIANTS['inline_pvt_t'].url])
+def test_another_familys_published_weights_are_refused_before_any_download(name, no_local_checkpoints, monkeypatch):
+    """The registry knows both families: no download is tried and the message names the family's own."""
+    from inline_dense.checkpoint import cache
+    from inline_dense.models import InLineDeiT
+    monkeypatch.setattr(cache, 'transfer', lambda *a, **k: pytest.fail('a download was tried'))
+    loads = (lambda: load_pretrained(InLineDeiT(embed_dims=16, depth=1, num_heads=2), name),
+             lambda: InLineClassifier('deit', embed_dims=16, depth=1, num_heads=2, num_classes=3).load_pretrained(name))
+    for load in loads:
+        with pytest.raises(CheckpointError, match=r'holds InLine-(Swin|PVT)-T weights, but .* is an InLine-DeiT model'
+                                                  r'.*nothing was downloaded.*Use one of inline://inline_deit_t, '
+                                                  r'inline://inline_deit_s, inline://inline_deit_b') as info:
+            load()
+        assert len(str(info.value).splitlines()) == 1
+    import inline_dense.openmmlab as mm
+    with pytest.raises(CheckpointError, match='is an InLine-DeiT model'):
+        mm.InLineDeiT(embed_dims=16, depth=1, num_heads=2, init_cfg=dict(type='Pretrained', checkpoint=name)
+                      ).init_weights()
+
+
+# ---------------------------------------------------------------- a file cut short, at any size
+@pytest.mark.parametrize('size', [1_000, 5_000, 20_000, 65_000, 150_000])
+def test_a_cut_file_is_one_line_at_any_size(size, tmp_path):
+    """Cut to about 5-65 KB, torch's zip reader raised a bare OSError (EINVAL) instead of the
+    project's message: load_pretrained and timm's file loader."""
+    from inline_dense.models import InLinePVT
+    data = pathlib.Path(PVT_FILE).read_bytes()
+    assert len(data) > 150_000
+    cut = tmp_path / 'cut.pth'
+    cut.write_bytes(data[:size])
+    arch = {k: v for k, v in pvt_arch().items() if k != 'drop_path_rate'}
+    for load in (lambda: load_pretrained(InLinePVT(**arch), str(cut)), lambda: timm_pvt(file=str(cut))):
+        with pytest.raises(CheckpointError, match='ends early or its archive is damaged') as info:
+            load()
+        assert len(str(info.value).splitlines()) == 1
 
 
 # ---------------------------------------------------------------- the caller's terms

@@ -121,5 +121,7 @@ def test_demo_toy_checkpoint_evaluates_those_weights_both_ways(checkpoint, toy_d
 
 
 def test_demo_toy_checkpoint_that_does_not_exist_is_one_line(tmp_path):
-    with pytest.raises(SystemExit, match=r'--checkpoint .*no such file'):
+    from inline_dense.openmmlab.engine.tool_inputs import ToolInputError
+    with pytest.raises(ToolInputError, match=r'--checkpoint .*no such file') as info:  # run_tool: one line
         import_tool('demo_toy').main(['--checkpoint', str(tmp_path / 'missing.pth')])
+    assert len(str(info.value).splitlines()) == 1

@@ -72,6 +72,32 @@ def test_backbone_without_blocks_is_refused():
         build_optim_wrapper(nn.Linear(2, 2), optim_cfg(decay_rate=0.7))
 
 
+@pytest.mark.parametrize('depths', [(1, 1, 1, 1), (2, 2, 6, 2)])
+def test_a_pyramid_is_refused_whatever_its_depths(depths):
+    """The toy InLine-Swin has one block per stage, so it looks like a list of blocks; the registry's
+    ``plain`` decides, not the structure."""
+    from inline_dense.openmmlab import InLineSwin
+    model = Detector(InLineSwin(embed_dims=16, depths=depths, num_heads=(1, 2, 4, 8), window_size=4))
+    with pytest.raises(ValueError, match=r"InLineSwin is not a plain ViT \(the registry's plain families: "
+                                         r"type='InLineDeiT'\)") as err:
+        build_optim_wrapper(model, optim_cfg(decay_rate=0.7))
+    assert '\n' not in str(err.value)
+
+
+def test_the_plain_families_come_from_the_registry(monkeypatch):
+    """A plain family is taken by its spec, with no look at its structure; and only by it."""
+    from inline_dense import registry
+    from inline_dense.openmmlab import InLineDeiT as RegisteredDeiT
+    from inline_dense.openmmlab.engine import layer_decay
+    model = Detector(RegisteredDeiT(dict(embed_dims=16, depth=2, num_heads=2, pretrain_img_size=32)))
+    assert len(build_optim_wrapper(model, optim_cfg(decay_rate=RATE)).optimizer.param_groups) == 2 * (2 + 2)
+    deit = registry.FAMILIES['deit']
+    monkeypatch.setattr(type(deit), 'plain', property(lambda spec: False))
+    monkeypatch.setattr(layer_decay, 'PLAIN_TYPES', '')
+    with pytest.raises(ValueError, match='InLineDeiT is not a plain ViT'):
+        build_optim_wrapper(model, optim_cfg(decay_rate=RATE))
+
+
 def test_lrs_follow_the_scheduler_in_proportion():
     from mmengine.optim import LinearLR
     model = Detector(InLineDeiT(dict(embed_dims=16, depth=2, num_heads=2, pretrain_img_size=32)))

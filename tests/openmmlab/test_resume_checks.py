@@ -105,6 +105,26 @@ def test_config_changes_sorts_what_wins():
                                       'model.backbone.depth: 1 -> 2']}
 
 
+def test_a_changed_optimizer_constructor_is_refused_up_front():
+    """The constructor makes the parameter groups the saved optimizer state must match: refused as
+    paramwise_cfg is, not warned about and then failed on inside mmengine."""
+    saved = Config(dict(model=dict(type='M'), optim_wrapper=dict(type='OptimWrapper', optimizer=dict(lr=1.0))))
+    new = Config(dict(model=dict(type='M'), optim_wrapper=dict(
+        type='OptimWrapper', optimizer=dict(lr=1.0), constructor='LayerDecayOptimWrapperConstructor')))
+    assert config_changes(saved, new) == {
+        'overridden': ["optim_wrapper.constructor: None -> 'LayerDecayOptimWrapperConstructor'"], 'applied': []}
+    assert config_changes(new, saved)['overridden'] == [
+        "optim_wrapper.constructor: 'LayerDecayOptimWrapperConstructor' -> None"]
+
+
+def test_the_train_tool_refuses_a_changed_constructor_before_the_runner(run_copy, load_tool, monkeypatch):
+    from inline_dense.openmmlab.engine import launch
+    monkeypatch.setattr(launch, 'build_runner', lambda cfg: pytest.fail('a runner was built'))
+    with pytest.raises(ResumeError, match=r"old values would win.*optim_wrapper\.constructor: None -> "
+                                          r"'DefaultOptimWrapperConstructor'"):
+        train(load_tool, run_copy, 'optim_wrapper.constructor=DefaultOptimWrapperConstructor')
+
+
 def test_nothing_to_resume_warns_that_training_starts_from_scratch(trained, tmp_path, monkeypatch, load_tool):
     monkeypatch.chdir(trained[0])
     with pytest.warns(UserWarning, match='has no last_checkpoint, so there is nothing to resume: training starts '

@@ -35,7 +35,7 @@ def test_the_docs_no_longer_say_small_inputs_are_refused():
 
 def test_the_readme_says_the_demo_ap_depends_on_the_cpu():
     readme = (ROOT / 'README.md').read_text()
-    assert "AP depends on the\nCPU's floating-point order" in readme or "AP depends on the CPU's floating-point order" \
-        in re.sub(r'\s+', ' ', readme)
-    assert 'box 0.813-0.815, mask 0.825-0.843' in readme
+    flat = re.sub(r'\s+', ' ', readme)
+    assert "exact figures depend on the CPU's floating-point order" in flat
+    assert 'at least 0.78 each, the bound its test holds it to' in flat  # the test: tests/tools/test_demo_ap.py
     assert len(readme.splitlines()) <= 250

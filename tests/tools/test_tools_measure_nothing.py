@@ -45,8 +45,77 @@ def test_benchmark_exits_non_zero_when_every_job_failed(tmp_path, monkeypatch, c
     out = tmp_path / 'sweep.json'
     argv = ['--models', 'inline-pvt-t', '--resolutions', '64x64', '--modes', 'infer', '--out', str(out), '--no-plot']
     assert tool.main(argv) == 1
-    assert 'nothing was measured: every job failed (first: RuntimeError: boom)' in capsys.readouterr().err
-    assert json.loads(out.read_text())['results'][0]['error'] == 'RuntimeError: boom'  # the table is still kept
+    captured = capsys.readouterr()
+    assert 'nothing was measured: every job failed (first: RuntimeError: boom)' in captured.err
+    assert 'RuntimeError: boom' in captured.out  # the table shows the failures
+    assert not out.exists()
+
+
+@pytest.mark.parametrize('plot', [False, True])
+@pytest.mark.parametrize('failure', ['every job failed', 'every job skipped'])
+def test_benchmark_that_measured_nothing_keeps_the_earlier_results(failure, plot, tmp_path, monkeypatch, capsys):
+    """A sweep with nothing measured leaves an earlier JSON and plot byte for byte, and does not
+    traceback in the plot; the given --out and the default one alike."""
+    tool = import_tool('benchmark')
+    monkeypatch.setattr(tool.jobs, 'run_sweep', lambda planned, *a, **k: [job.error_row('RuntimeError: boom')
+                                                                          for job in planned])
+    monkeypatch.setattr(tool, 'ROOT', str(tmp_path))  # the default --out goes under ROOT/benchmarks/out
+    default = Path(tool.default_out('sweep', 'cpu'))
+    default.parent.mkdir(parents=True)
+    given = tmp_path / 'given.json'
+    for out in (default, given):
+        out.write_text('{"results": ["earlier"]}')
+        out.with_suffix('.png').write_bytes(b'earlier plot')
+    argv = ['--models', 'inline-pvt-t', '--resolutions', '64x64', '--modes', 'infer']
+    argv += ['--skip', 'inline-pvt-t@*'] if failure == 'every job skipped' else []
+    argv += [] if plot else ['--no-plot']
+    for extra in ([], ['--out', str(given)]):
+        assert tool.main(argv + extra) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith('[benchmark] FAILED: nothing was measured: ')
+        assert err[-1].endswith('was left unchanged')
+    for out in (default, given):
+        assert out.read_text() == '{"results": ["earlier"]}'
+        assert out.with_suffix('.png').read_bytes() == b'earlier plot'
+    assert sorted(p.name for p in tmp_path.rglob('*') if p.is_file()) == ['given.json', 'given.png', 'sweep_cpu.json',
+                                                                           'sweep_cpu.png']  # no temporary file
+
+
+def test_benchmark_replot_of_an_empty_sweep_says_so_in_one_line(tmp_path, capsys):
+    src = tmp_path / 'sweep.json'
+    src.write_text(json.dumps(dict(kind='sweep', machine={}, results=[])))
+    assert import_tool('benchmark').main(['--replot', str(src)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert 'nothing to plot' in err[0]
+    assert not (tmp_path / 'sweep.png').exists()
+
+
+def test_plot_of_failed_rows_is_a_one_line_error(tmp_path):
+    from inline_dense.analysis.plot import plot
+    with pytest.raises(ValueError, match='nothing to plot'):
+        plot([dict(model='m', mode='infer', error='boom', pixels=1, height=1, width=1)], str(tmp_path / 'p.png'), 't')
+
+
+@pytest.mark.parametrize(('argv', 'message'), [
+    (['--dtype', 'fp16'], '--dtype fp16: fp16 autocast on the CPU is emulated'),
+    (['--dtype-error', '--dtype', 'fp16'], '--dtype fp16: fp16 autocast on the CPU is emulated'),
+    (['--dtype-error'], '--dtype-error compares a reduced precision with fp32'),
+])
+def test_benchmark_refuses_a_cpu_dtype_it_would_measure_as_fp32(argv, message, monkeypatch, capsys):
+    """fp16 on a CPU is not measured under fp32's name: refused in one line (exit 2) when nothing is left."""
+    tool = import_tool('benchmark')
+    monkeypatch.setattr(tool, 'run_sweep', lambda args: pytest.fail('measured'))
+    with pytest.raises(SystemExit) as info:
+        tool.main(['--models', 'inline-pvt-t', '--resolutions', '64x64', *argv])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_benchmark_keeps_the_native_dtypes_of_a_mixed_list(capsys):
+    args = import_tool('benchmark').parse_args(['--models', 'inline-pvt-t', '--dtype', 'fp32', 'fp16'])
+    assert args.dtype == ['fp32']
+    assert '--dtype fp16 left out' in capsys.readouterr().err
 
 
 def test_mmseg_mask2former_is_refused_in_one_line():

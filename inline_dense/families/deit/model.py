@@ -1,4 +1,6 @@
 """InLine-DeiT: a plain ViT whose every block attends globally with InLine attention."""
+import logging
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -12,9 +14,11 @@ from ...layers.block import TransformerBlock, transformer_block
 from ...layers.inline_attention import InLineAttention
 from ...layers.settings import resolve_settings
 from ...layers.tensor_utils import check_heads
-from ...typing import HW
+from ...typing import HW, StateDict
 from .convert import convert_authors_layout
 from .spec import SPEC
+
+log = logging.getLogger(__name__)
 
 
 class DeiTEmbed(nn.Module):
@@ -120,6 +124,10 @@ class InLineDeiT(InLineBackboneBase):
         check_multiple_of(pos_img, patch_size, 'pretrain_img_size', name,
                           'the position embedding is one entry per patch of the training input')
         if isinstance(out_indices, Sequence) and not isinstance(out_indices, str):  # -1: the last block
+            ints = [i for i in out_indices if isinstance(i, int) and not isinstance(i, bool)]
+            if any(i < -blocks for i in ints):  # named as written, not as shifted
+                raise ValueError(f'{name}: out_indices {tuple(out_indices)} must be block indices in '
+                                 f'[-{blocks}, {blocks - 1}] (this model has {blocks} blocks; -1 is the last).')
             out_indices = [i + blocks if isinstance(i, int) and not isinstance(i, bool) and i < 0 else i
                            for i in out_indices]
         # a block per stage: the shared checks and the stage loop count blocks
@@ -152,3 +160,26 @@ class InLineDeiT(InLineBackboneBase):
         return self.patch_embed(x, valid_hw)
 
     convert_pretrained = staticmethod(convert_authors_layout)
+
+    def adapt_pretrained(self, state: StateDict, prefix: str = '') -> StateDict:
+        """Converted weights (this model's keys, after ``prefix``) fitted to this model's settings: a
+        position embedding ``patch_embed.pos_embed`` (1, 1 + h0*w0, C) of another grid than
+        ``pretrain_img_size`` gives (a checkpoint trained at another resolution) is resampled to it,
+        bicubic and antialiased as timm's ``resample_abs_pos_embed`` (mmseg's ViT also resamples on
+        load), with one log line. The checkpoint's grid is taken square (timm's assumption); one that
+        is not, or of another width, is left to the strict loader to refuse."""
+        key = f'{prefix}patch_embed.pos_embed'
+        pos = state.get(key)
+        ours = self.patch_embed.pos_embed
+        if pos is None or pos.ndim != 3 or pos.shape[0] != 1 or pos.shape[2] != ours.shape[2] \
+                or pos.shape[1] == ours.shape[1]:
+            return state
+        side = math.isqrt(pos.shape[1] - 1)
+        if side * side != pos.shape[1] - 1:
+            return state
+        grid = self.patch_embed.pos_hw
+        resized = position.resize_pos_embed(pos[:, 1:], (side, side), grid, 'bicubic')
+        log.info(f'{type(self).__name__}: resampled the checkpoint\'s position embedding from a {side}x{side} grid '
+                 f'(trained at {side * self.patch_size} px) to this model\'s {grid[0]}x{grid[1]} (pretrain_img_size '
+                 f'{grid[0] * self.patch_size}x{grid[1] * self.patch_size}), bicubic, as timm and mmseg do on load')
+        return {**state, key: torch.cat([pos[:, :1], resized.to(pos.dtype)], 1)}

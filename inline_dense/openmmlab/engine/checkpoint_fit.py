@@ -11,8 +11,10 @@ the tensors): a detector with them predicts nothing. The checks and the report a
 e.g. to fine-tune from a checkpoint with another number of classes.
 """
 import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
 from mmengine.hooks import Hook
@@ -20,6 +22,7 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
+from ...checkpoint.archive import archive_problem
 from ...checkpoint.errors import CheckpointError
 from ...checkpoint.loading import check_weights, fit_report
 
@@ -32,6 +35,16 @@ INTEGER_FIX = ('Use the checkpoint as the training run saved it (WORK_DIR/iter_N
 
 class CheckpointMismatch(CheckpointError):
     """The checkpoint's weights do not match the model's."""
+
+
+def check_readable(path: str) -> None:
+    """Raises :class:`CheckpointError` (one line) when the file at ``path`` is empty, cut off or not a
+    checkpoint: a tool checks it before building the Runner, whose reader would end in torch's traceback.
+    Only the archive's directory is read (a legacy pickle file: all of it, without running code)."""
+    problem = archive_problem(Path(path), thorough=False) if os.path.getsize(path) else 'it is empty'
+    if problem is not None:
+        raise CheckpointError(f'checkpoint {path} cannot be read: {problem}. An interrupted download or write '
+                              f'cuts a file short: download or save it again, or pass another checkpoint.')
 
 
 def revised(state: Mapping[str, torch.Tensor], revise_keys: Sequence[tuple[str, str]]) -> dict:
@@ -50,14 +63,17 @@ class CheckpointFitHook(Hook):
         allow_partial: log the mismatch and load what matches instead of raising.
         source: the checkpoint's name, for the message.
         resume: the checkpoint is resumed from (a partial load is never what a resume means).
+        fix: the refusal's last line, what to do (default: the test and train tools' advice).
     """
 
     priority = 'VERY_HIGH'
 
-    def __init__(self, allow_partial: bool = False, source: str = 'the checkpoint', resume: bool = False) -> None:
+    def __init__(self, allow_partial: bool = False, source: str = 'the checkpoint', resume: bool = False,
+                 fix: str | None = None) -> None:
         self.allow_partial = allow_partial and not resume
         self.source = source
         self.resume = resume
+        self.fix = fix
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
@@ -74,7 +90,8 @@ class CheckpointFitHook(Hook):
             print_log('\n'.join([f'{head}; loading only the matching weights (--allow-partial-load):', *lines]),
                       logger='current', level=logging.WARNING)
             return
-        fix = ('  Resume from a checkpoint of this config, or start from this one\'s weights without resuming: '
+        fix = f'  {self.fix}' if self.fix else (
+               '  Resume from a checkpoint of this config, or start from this one\'s weights without resuming: '
                'load_from with --allow-partial-load to load only the matching ones.' if self.resume else
                '  Pass the checkpoint of this config, or --allow-partial-load to load only the matching weights on '
                'purpose (e.g. to fine-tune with another number of classes).')

@@ -26,6 +26,7 @@ from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ...families import backbone_class
 from ...layers.simple_pyramid import LayerNorm2d
 from ...registry import FAMILIES
 
@@ -36,19 +37,18 @@ PLAIN_TYPES = ' or '.join(f"type='{spec.class_name}'" for spec in FAMILIES.value
 
 
 def plain_blocks(model: nn.Module) -> int:
-    """The number of blocks of ``model.backbone``, a plain backbone (a stem ``patch_embed`` and
-    ``stages`` of one block each: :data:`PLAIN_TYPES`); a one-line error otherwise."""
+    """The number of blocks of ``model.backbone``, which must be one of the registry's plain families
+    (:data:`PLAIN_TYPES`, ``FamilySpec.plain``: its stages are its blocks); a one-line error otherwise,
+    also for a pyramid whose stages each hold one block."""
     backbone = getattr(model, 'backbone', None)
     if backbone is None:
         raise ValueError(f'{NAME}: the model ({type(model).__name__}) has no .backbone; layer decay is for a '
                          f'detector or segmentor with a plain backbone ({PLAIN_TYPES}): drop constructor={NAME!r}.')
-    stages = getattr(backbone, 'stages', None)
-    if (not hasattr(backbone, 'patch_embed') or not isinstance(stages, nn.ModuleList) or not len(stages)
-            or any(len(getattr(s, 'blocks', ())) != 1 for s in stages)):
-        raise ValueError(f'{NAME}: the backbone {type(backbone).__name__} is not a plain ViT (a patch_embed and a '
-                         f'list of blocks); use it with {PLAIN_TYPES}, or drop constructor={NAME!r} for '
-                         f'hierarchical backbones.')
-    return len(stages)
+    if not any(isinstance(backbone, backbone_class(spec)) for spec in FAMILIES.values() if spec.plain):
+        raise ValueError(f'{NAME}: the backbone {type(backbone).__name__} is not a plain ViT (the registry\'s plain '
+                         f'families: {PLAIN_TYPES}); use the constructor with those, or drop constructor={NAME!r} '
+                         f'for hierarchical backbones.')
+    return len(backbone.stages)
 
 
 def layer_id(name: str, num_layers: int) -> int:

@@ -19,6 +19,7 @@ running it reads the data samples: a Runner, ``model.test_step``, ``DetInference
 """
 import inspect
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,16 +74,23 @@ class PaddingMaskHandle:
             model.register_forward_pre_hook(self._before_model, with_kwargs=True),
             model.register_forward_hook(self._after_model, always_call=True),
         ]
-        self.backbones: list[nn.Module] = []
-        self._model = model
+        # weak: the model and its backbones hold the handle (their hooks, the model's attribute), so
+        # strong references back would make a cycle that keeps the weights until the next full collection
+        self._backbones: list[weakref.ref[nn.Module]] = []
+        self._model = weakref.ref(model)
         for backbone in backbones:
             self.add_backbone(backbone)
+
+    @property
+    def backbones(self) -> list[nn.Module]:
+        """The backbones that get the sizes (those still alive)."""
+        return [b for b in (ref() for ref in self._backbones) if b is not None]
 
     def add_backbone(self, backbone: nn.Module) -> None:
         """Hands the sizes to ``backbone`` too (once)."""
         if any(b is backbone for b in self.backbones):
             return
-        self.backbones.append(backbone)
+        self._backbones.append(weakref.ref(backbone))
         self._handles.append(backbone.register_forward_pre_hook(self._before_backbone, with_kwargs=True))
 
     @property
@@ -94,8 +102,9 @@ class PaddingMaskHandle:
         for h in self._handles:
             h.remove()
         self._handles = []
-        if getattr(self._model, _HANDLE_ATTR, None) is self:
-            delattr(self._model, _HANDLE_ATTR)
+        model = self._model()
+        if model is not None and getattr(model, _HANDLE_ATTR, None) is self:
+            delattr(model, _HANDLE_ATTR)
 
     def _before_model(self, module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:  # noqa: ARG002
         inputs = kwargs.get('inputs', args[0] if args else None)

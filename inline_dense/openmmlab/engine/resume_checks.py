@@ -38,10 +38,12 @@ class MissingResumeCheckpoint(ResumeError, FileNotFoundError):
 
 
 # Settings a resume restores from the checkpoint's optimizer / scheduler state: a changed value in
-# the config would be recorded but not used. (The wrapper's type, dtype, loss scale and gradient
-# clipping are not in that state: they take the new config's values.)
-OVERRIDDEN_BY_CHECKPOINT = ('optim_wrapper.optimizer', 'optim_wrapper.paramwise_cfg', 'optimizer',
-                            'param_scheduler', 'auto_scale_lr')
+# the config would be recorded but not used (the constructor makes the parameter groups, whose count
+# and lrs the saved state fixes: mmengine warns, then fails with "different number of parameter
+# groups"). (The wrapper's type, dtype, loss scale and gradient clipping are not in that state: they
+# take the new config's values.)
+OVERRIDDEN_BY_CHECKPOINT = ('optim_wrapper.optimizer', 'optim_wrapper.paramwise_cfg', 'optim_wrapper.constructor',
+                            'optimizer', 'param_scheduler', 'auto_scale_lr')
 # Settings the new config sets for the rest of the run (the weights still come from the checkpoint;
 # the fit check refuses weights that no longer fit).
 TAKEN_FROM_CONFIG = ('optim_wrapper', 'train_cfg', 'train_dataloader.batch_size', 'model')
@@ -137,5 +139,5 @@ def config_changes(saved: Any, cfg: Any) -> dict[str, list[str]]:
     applied: list[str] = []
     for key in TAKEN_FROM_CONFIG:
         applied += [line for line in _differences(_lookup(saved, key), _lookup(cfg, key), key)
-                    if not line.startswith(tuple(f'{k}.' for k in OVERRIDDEN_BY_CHECKPOINT))]
+                    if not line.startswith(tuple(f'{k}{end}' for k in OVERRIDDEN_BY_CHECKPOINT for end in '.:'))]
     return {'overridden': overridden, 'applied': applied}
