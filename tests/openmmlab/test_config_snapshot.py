@@ -36,6 +36,7 @@ _MISSING = '<missing>'
 ADDED_HELPERS = {
     'inline_recipe_backbone',  # configs/_base_/inline_common.py: the backbone outputs every recipe shares
     'inline_backbone', 'inline_channels',  # configs/toy/_base_/inline-*-mini.py: the toy backbones
+    'inline_mask2former_paramwise_cfg',  # configs/_base_/recipes/inline_mask2former_paramwise.py: Mask2Former's groups
 }
 
 RENAMED_IMPORTS = {'inline_dense': 'inline_dense.openmmlab'}  # the OpenMMLab adapter module
