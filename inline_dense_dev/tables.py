@@ -20,38 +20,46 @@ def read_models(text: str) -> list[dict[str, Any]]:
 
 
 def folder_table(models: list[dict[str, Any]]) -> str:
-    """README: one row per config folder: its model, backbones and schedules."""
+    """README: one row per config folder: its model, tasks (on which data), backbones and schedules (each
+    with its data where the folder's schedules are for more than one)."""
     rows: dict[str, dict[str, Any]] = {}
     for m in models:
         folder = '/'.join(m['Config'].split('/')[:2]) + '/'
-        row = rows.setdefault(folder, dict(models=[], backbones={}, schedules=[]))
+        row = rows.setdefault(folder, dict(models=[], tasks={}, backbones={}, schedules={}))
         meta = m['Metadata']
-        for key, value in (('models', meta['Model']), ('schedules', meta['Schedule'])):
-            if value not in row[key]:
-                row[key].append(value)
+        if meta['Model'] not in row['models']:
+            row['models'].append(meta['Model'])
+        for key, value in (('tasks', meta['Task']), ('schedules', meta['Schedule'])):
+            data = row[key].setdefault(value, [])
+            if meta['Training Data'] not in data:
+                data.append(meta['Training Data'])
         title, _, size = meta['Backbone'].partition(' ')[0].rpartition('-')
         sizes = row['backbones'].setdefault(title if 'mini' not in meta['Backbone'] else meta['Backbone'], [])
         if 'mini' not in meta['Backbone'] and size not in sizes:
             sizes.append(size)
-    lines = ['| folder | model | backbones | schedules |', '| --- | --- | --- | --- |']
+    lines = ['| folder | model | tasks (data) | backbones | schedules |', '| --- | --- | --- | --- | --- |']
     titles = [f'InLine-{spec.title}' for spec in registry.FAMILIES.values()]
     order = [w.size.upper() for _, w in registry.all_weights()]
     for folder, row in rows.items():
         found = sorted(row['backbones'].items(), key=lambda item: titles.index(item[0].split(' ')[0]))
         backbones = ', '.join(f'{t}-{"/".join(sorted(s, key=order.index))}' if s else t for t, s in found)
-        lines.append(f'| `{folder}` | {", ".join(row["models"])} | {backbones} | {", ".join(row["schedules"])} |')
+        tasks = ', '.join(f'{task} ({", ".join(data)})' for task, data in row['tasks'].items())
+        several = len(row['schedules']) > 1 and len({d for data in row['schedules'].values() for d in data}) > 1
+        schedules = ', '.join(f'{s} ({", ".join(data)})' if several else s for s, data in row['schedules'].items())
+        lines.append(f'| `{folder}` | {", ".join(row["models"])} | {tasks} | {backbones} | {schedules} |')
     return '\n'.join(lines)
 
 
 def config_table(models: list[dict[str, Any]]) -> str:
     """docs/configs.md: one row per config (toys left out: docs/toy_runs.md)."""
-    lines = ['| config | model | backbone | data | schedule | recipe | checkpoint (top-1) |',
-             '| --- | --- | --- | --- | --- | --- | --- |']
+    lines = ['| config | model | task | backbone | data | schedule | recipe | checkpoint (top-1) |',
+             '| --- | --- | --- | --- | --- | --- | --- | --- |']
     for m in models:
         meta = m['Metadata']
         if m['In Collection'] != 'InLine':
             continue
-        lines.append(f'| `{m["Config"]}` | {meta["Model"]} | {meta["Backbone"]} | {meta["Training Data"]} | '
+        lines.append(f'| `{m["Config"]}` | {meta["Model"]} | {meta["Task"]} | {meta["Backbone"]} | '
+                     f'{meta["Training Data"]} | '
                      f'{meta["Schedule"]} | `{meta["Recipe"]}` | `{meta["Pretrained"]}` '
                      f'({meta["ImageNet-1K top-1"]}) |')
     return '\n'.join(lines)

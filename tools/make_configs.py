@@ -53,20 +53,30 @@ METAFILE = CONFIGS / 'metafile.yml'
 PAPER = dict(URL='https://arxiv.org/abs/2412.06590',
              Title='Bridging the Divide: Reconsidering Softmax and Linear Attention')
 
-# config folder -> (the model, the task on COCO, the task on ADE20K): the heads' vocabulary, not a family's
-HEADS: dict[str, tuple[str, str, str]] = {
-    'mask_rcnn': ('Mask R-CNN + FPN', 'Instance Segmentation', ''),
-    'cascade_rcnn': ('Cascade Mask R-CNN + FPN', 'Instance Segmentation', ''),
-    'retinanet': ('RetinaNet + FPN', 'Object Detection', ''),
-    'dino': ('DINO-4scale', 'Object Detection', ''),
-    'mask2former': ('Mask2Former', 'Instance Segmentation', 'Semantic Segmentation'),
-    'sem_fpn': ('Semantic FPN', '', 'Semantic Segmentation'),
-    'upernet': ('UperNet', '', 'Semantic Segmentation'),
-    'vitdet': ('ViTDet: Mask R-CNN / RetinaNet + simple pyramid', 'Instance Segmentation / Object Detection', ''),
+# config folder -> (the model, its task by the kind of data it trains on): the heads' vocabulary, not a family's
+HEADS: dict[str, tuple[str, dict[str, str]]] = {
+    'mask_rcnn': ('Mask R-CNN + FPN', dict(objects='Instance Segmentation')),
+    'cascade_rcnn': ('Cascade Mask R-CNN + FPN', dict(objects='Instance Segmentation')),
+    'retinanet': ('RetinaNet + FPN', dict(objects='Object Detection')),
+    'dino': ('DINO-4scale', dict(objects='Object Detection')),
+    'mask2former': ('Mask2Former', dict(objects='Instance Segmentation', panoptic='Panoptic Segmentation',
+                                        semantic='Semantic Segmentation')),
+    'sem_fpn': ('Semantic FPN', dict(semantic='Semantic Segmentation')),
+    'upernet': ('UperNet', dict(semantic='Semantic Segmentation')),
+    'vitdet': ('ViTDet: Mask R-CNN / RetinaNet + simple pyramid',
+               dict(objects='Instance Segmentation / Object Detection')),
 }
 # configs/vitdet/ holds two detectors: each config's own model, by its name's start
-VITDET = {'mask-rcnn_': ('Mask R-CNN + simple pyramid (ViTDet)', 'Instance Segmentation', ''),
-          'retinanet_': ('RetinaNet + simple pyramid (ViTDet)', 'Object Detection', '')}
+VITDET = {'mask-rcnn_': ('Mask R-CNN + simple pyramid (ViTDet)', dict(objects='Instance Segmentation')),
+          'retinanet_': ('RetinaNet + simple pyramid (ViTDet)', dict(objects='Object Detection'))}
+# The data part of a config name (its last, less a crop size: 'ade20k-512x512' -> 'ade20k') -> the
+# training data the metafile names and its kind: objects (boxes, instance masks), panoptic (things and
+# stuff), semantic (a class per pixel), the key of a head's task in HEADS.
+DATA = {'coco': ('COCO', 'objects'), 'coco-panoptic': ('COCO', 'panoptic'), 'ade20k': ('ADE20K', 'semantic'),
+        'cityscapes': ('Cityscapes', 'semantic'), 'toy-coco': ('toy COCO', 'objects'),
+        'toy-coco-panoptic': ('toy COCO panoptic', 'panoptic'), 'toy-ade': ('toy ADE20K', 'semantic'),
+        'toy-cityscapes': ('toy Cityscapes', 'semantic')}
+NECKS = ('fpn', 'simple-fpn')  # name parts between the backbone and the schedule
 BACKBONE = re.compile(r'_inline-([a-z]+)-([a-z]+)_')  # 'mask-rcnn_inline-swin-t_fpn_1x_coco' -> swin, t
 
 
@@ -122,6 +132,7 @@ DET = 'backbone=dict(_base_.inline_backbone, drop_path_rate=_base_.inline_drop_p
 DET_W7 = 'backbone=dict(_base_.inline_backbone, drop_path_rate=_base_.inline_drop_path_rate, window_size=7)'
 SEG = 'backbone=dict(_base_.inline_backbone, drop_path_rate=_base_.inline_seg_drop_path_rate)'
 AS_IS = 'backbone=_base_.inline_backbone'  # the recipe sets the stochastic depth
+M2F_SWIN = 'backbone=dict(_base_.inline_backbone, drop_path_rate=0.3, window_size=7)'  # mmdet's / mmseg's Swin
 FPN = ('neck=dict(in_channels=_base_.inline_channels)',)
 FPN_1 = ('neck=dict(in_channels=_base_.inline_channels[1:])',)  # stages 1-3: the recipe's out_indices
 UPER = ('decode_head=dict(in_channels=_base_.inline_channels)',
@@ -130,6 +141,8 @@ UPER_MLN = ('neck=dict(in_channels=_base_.inline_channels[:4], out_channels=_bas
             'decode_head=dict(in_channels=_base_.inline_channels[:4])',
             'auxiliary_head=dict(in_channels=_base_.inline_channels[-1])')
 SIMPLE_FPN = ('neck=dict(backbone_channel=_base_.inline_channels[-1])',)
+M2F_MMDET = ('panoptic_head=dict(in_channels=_base_.inline_channels)',)
+M2F_MMSEG = ('decode_head=dict(in_channels=_base_.inline_channels)',)
 
 
 @dataclass(frozen=True)
@@ -167,19 +180,20 @@ LEAVES = (
     Leaves('dino', 'dino-4scale_inline_8xb2-24e_coco', 'swin', 'tsb', DET_W7, FPN_1),
     Leaves('dino', 'dino-4scale_inline_8xb2-12e_coco', 'cswin', 'tsb', DET, FPN_1),
     Leaves('dino', 'dino-4scale_inline_8xb2-24e_coco', 'cswin', 'tsb', DET, FPN_1),
-    Leaves('mask2former', 'mask2former_inline_8xb2-lsj-50e_coco', 'swin', 'tsb',
-           'backbone=dict(_base_.inline_backbone, drop_path_rate=0.3, window_size=7)',
-           ('panoptic_head=dict(in_channels=_base_.inline_channels)',)),
-    Leaves('mask2former', 'mask2former_inline_8xb2-160k_ade20k-512x512', 'swin', 'tsb',
-           'backbone=dict(_base_.inline_backbone, drop_path_rate=0.3, window_size=7)',
-           ('decode_head=dict(in_channels=_base_.inline_channels)',)),
-    Leaves('mask2former', 'mask2former_inline_8xb2-160k_ade20k-512x512', 'cswin', 'tsb', SEG,
-           ('decode_head=dict(in_channels=_base_.inline_channels)',)),
+    Leaves('mask2former', 'mask2former_inline_8xb2-lsj-50e_coco', 'swin', 'tsb', M2F_SWIN, M2F_MMDET),
+    Leaves('mask2former', 'mask2former_inline_8xb2-lsj-50e_coco-panoptic', 'swin', 'tsb', M2F_SWIN, M2F_MMDET),
+    Leaves('mask2former', 'mask2former_inline_8xb2-lsj-50e_coco-panoptic', 'cswin', 'tsb', AS_IS, M2F_MMDET),
+    Leaves('mask2former', 'mask2former_inline_8xb2-160k_ade20k-512x512', 'swin', 'tsb', M2F_SWIN, M2F_MMSEG),
+    Leaves('mask2former', 'mask2former_inline_8xb2-160k_ade20k-512x512', 'cswin', 'tsb', SEG, M2F_MMSEG),
+    Leaves('mask2former', 'mask2former_inline_8xb2-90k_cityscapes-512x1024', 'swin', 'tsb', M2F_SWIN, M2F_MMSEG),
+    Leaves('mask2former', 'mask2former_inline_8xb2-90k_cityscapes-512x1024', 'cswin', 't', SEG, M2F_MMSEG),
     Leaves('sem_fpn', 'fpn_inline-pvt_4xb4-80k_ade20k-512x512', 'pvt', 'tsml', AS_IS, FPN),
     Leaves('sem_fpn', 'fpn_inline-cswin_4xb4-80k_ade20k-512x512', 'cswin', 'tsb', SEG, FPN),
     Leaves('upernet', 'upernet_inline-swin_8xb2-160k_ade20k-512x512', 'swin', 'tsb', AS_IS, UPER),
     Leaves('upernet', 'upernet_inline-cswin_8xb2-160k_ade20k-512x512', 'cswin', 'tsb', SEG, UPER),
     Leaves('upernet', 'upernet_inline-deit_8xb2-160k_ade20k-512x512', 'deit', 'tsb', DET, UPER_MLN),
+    Leaves('upernet', 'upernet_inline-swin_8xb2-80k_cityscapes-512x1024', 'swin', 'tsb', AS_IS, UPER),
+    Leaves('upernet', 'upernet_inline-cswin_8xb2-80k_cityscapes-512x1024', 'cswin', 't', SEG, UPER),
     Leaves('vitdet', 'mask-rcnn_inline-deit_simple-fpn_lsj-100e_coco', 'deit', 'tsb', DET, SIMPLE_FPN),
     Leaves('vitdet', 'retinanet_inline-deit_simple-fpn_lsj-100e_coco', 'deit', 's', DET, SIMPLE_FPN),
 )
@@ -235,12 +249,21 @@ def recipe_of(path: Path) -> str:
     return str((path.parent / base).resolve().relative_to(ROOT)) if base else ''
 
 
+def data_of(path: Path) -> tuple[str, str]:
+    """The training data a config names and its kind (:data:`DATA`): ``..._8xb2-90k_cityscapes-512x1024``
+    -> ``('Cityscapes', 'semantic')``."""
+    name = re.sub(r'-\d+x\d+$', '', path.stem.rsplit('_', 1)[-1])
+    if name not in DATA:
+        raise SystemExit(f'make_configs: {path.relative_to(ROOT)} ends in the data {name!r}, which DATA in '
+                         f'tools/make_configs.py does not know: add it there (its name in the metafile, its kind)')
+    return DATA[name]
+
+
 def schedule_of(stem: str) -> str:
-    """The schedule part of a config name: ``..._fpn_ms-crop-3x_coco`` -> ``ms-crop-3x``."""
+    """The schedule part of a config name, between the backbone (and neck) and the data:
+    ``..._fpn_ms-crop-3x_coco`` -> ``ms-crop-3x``."""
     rest = BACKBONE.split(stem, maxsplit=1)[-1] if BACKBONE.search(stem) else stem
-    parts = [p for p in rest.split('_') if p not in ('fpn', 'simple-fpn', 'coco', 'toy-coco', 'toy-ade')
-             and not p.startswith('ade20k')]
-    return '_'.join(parts)
+    return '_'.join(p for p in rest.split('_')[:-1] if p not in NECKS)
 
 
 def model_entry(path: Path) -> dict[str, Any]:
@@ -250,18 +273,21 @@ def model_entry(path: Path) -> dict[str, Any]:
     family, size = BACKBONE.search(stem + '_').groups()
     spec = registry.family(family)
     toy = folder == 'toy'
-    ade = 'ade' in stem
+    data, kind = data_of(path)
     head = next(h for f, h in HEADS.items() if stem.startswith(_head_prefix(f))) if toy else HEADS[folder]
     if folder == 'vitdet' or (toy and 'simple-fpn' in stem):
         head = next(h for prefix, h in VITDET.items() if stem.startswith(prefix))
-    metadata: dict[str, Any] = dict(Model=head[0], Task=head[2] if ade else head[1])
+    if kind not in head[1]:
+        raise SystemExit(f'make_configs: {rel} trains {head[0]} on {data} ({kind} data): HEADS in '
+                         f'tools/make_configs.py names no task of that head on such data; add it there')
+    metadata: dict[str, Any] = dict(Model=head[0], Task=head[1][kind])
     if toy:
         metadata.update(Backbone=f'InLine-{spec.title} (mini)', Pretrained='none (from scratch)',
-                        **{'Training Data': 'toy ADE20K' if ade else 'toy COCO'})
+                        **{'Training Data': data})
     else:
         weights = next(w for w in spec.weights if w.size == size)
         metadata.update(Backbone=variants.title(weights.name), Pretrained=f'inline://{weights.name}',
-                        **{'ImageNet-1K top-1': weights.top1, 'Training Data': 'ADE20K' if ade else 'COCO'})
+                        **{'ImageNet-1K top-1': weights.top1, 'Training Data': data})
     metadata.update(Schedule='toy: CPU minutes' if toy else schedule_of(stem), Recipe=recipe_of(path))
     return {'Name': stem, 'In Collection': 'InLine toys' if toy else 'InLine', 'Config': str(rel),
             'Metadata': metadata}

@@ -4,7 +4,8 @@
 ``configs/`` outside ``_base_`` folders, taken before the configs were reorganised to share
 their common pieces. A refactoring of the config files (new bases, moved blocks)
 must leave every merged config as it was; a change of settings is a deliberate act: rewrite the
-snapshot with ``python tests/openmmlab/test_config_snapshot.py --write`` and let the diff show it.
+snapshot with ``python tests/openmmlab/test_config_snapshot.py --write`` and let the diff show it. New
+configs: ``--add`` writes their lines and leaves every stored line as it is.
 
 Tuples are stored as ``{"__tuple__": [...]}`` so that a tuple turned into a list is a change.
 
@@ -26,6 +27,8 @@ from typing import Any
 
 import pytest
 
+if __name__ == '__main__':  # run as a script (--write, --add): tests/ on the path, as pytest puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +39,7 @@ _MISSING = '<missing>'
 ADDED_HELPERS = {
     'inline_recipe_backbone',  # configs/_base_/inline_common.py: the backbone outputs every recipe shares
     'inline_backbone', 'inline_channels',  # configs/toy/_base_/inline-*-mini.py: the toy backbones
+    'inline_mask2former_paramwise_cfg',  # configs/_base_/recipes/inline_mask2former_paramwise.py: Mask2Former's groups
 }
 
 RENAMED_IMPORTS = {'inline_dense': 'inline_dense.openmmlab'}  # the OpenMMLab adapter module
@@ -116,15 +120,26 @@ def test_differences_name_each_changed_leaf():
     ]
 
 
-def write_snapshot() -> None:
+def snapshot_line(path: Path) -> str:
     """One config a line, keys sorted: a change shows as a changed line in the diff."""
-    lines = [f'{json.dumps(str(p.relative_to(CONFIG_ROOT)))}: '
-             f'{json.dumps(merged(p), sort_keys=True, separators=(",", ":"))}' for p in CONFIGS]
+    return (f'{json.dumps(str(path.relative_to(CONFIG_ROOT)))}: '
+            f'{json.dumps(merged(path), sort_keys=True, separators=(",", ":"))}')
+
+
+def write_snapshot(add_only: bool = False) -> None:
+    """Every config's line; with ``add_only``, the stored lines kept as they are (a new helper in an
+    existing config does not rewrite it) and a line added for each config the snapshot lacks."""
+    stored = {}
+    if add_only:
+        for line in SNAPSHOT.read_text().splitlines()[1:-1]:
+            line = line.removesuffix(',')
+            stored[json.loads(line.split(': ', 1)[0])] = line
+    lines = [stored.get(str(p.relative_to(CONFIG_ROOT))) or snapshot_line(p) for p in CONFIGS]
     SNAPSHOT.write_text('{\n' + ',\n'.join(lines) + '\n}\n')
 
 
 if __name__ == '__main__':
-    if sys.argv[1:] != ['--write']:
-        sys.exit('usage: python tests/openmmlab/test_config_snapshot.py --write  '
-                 '(rewrites tests/data/merged_configs.json)')
-    write_snapshot()
+    if sys.argv[1:] not in (['--write'], ['--add']):
+        sys.exit('usage: python tests/openmmlab/test_config_snapshot.py --write | --add  '
+                 '(rewrites tests/data/merged_configs.json | adds the configs it lacks, keeping the rest)')
+    write_snapshot(add_only=sys.argv[1] == '--add')

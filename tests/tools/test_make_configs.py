@@ -2,7 +2,9 @@
 of README.md and docs/configs.md are what the family specs and the configs give (CI fails while a
 committed file differs), and a change of a spec shows in them."""
 import dataclasses
+import re
 
+import pytest
 import yaml
 
 from helpers import ROOT, import_tool, load_config
@@ -44,3 +46,30 @@ def test_the_metafile_lists_every_config_once():
         assert m['Metadata']['Recipe'], m['Name']
         if m['In Collection'] == 'InLine':
             assert m['Metadata']['Pretrained'].startswith('inline://inline_'), m['Name']
+
+
+def test_the_task_and_data_come_from_the_name_and_the_head():
+    tool = import_tool('make_configs')
+    entries = {m['Name']: m['Metadata'] for m in map(tool.model_entry, tool.leaf_configs())}
+    seen = {(m['Task'], m['Training Data']) for m in entries.values()}
+    assert ('Panoptic Segmentation', 'toy COCO panoptic') in seen
+    assert ('Semantic Segmentation', 'toy Cityscapes') in seen
+    for name, meta in entries.items():
+        data = name.rsplit('_', 1)[-1]
+        assert meta['Task'], name
+        assert meta['Training Data'] == tool.DATA[data.split('-512x')[0]][0], name
+        if data.endswith('coco') or data.endswith('coco-panoptic'):  # 'cascade' holds 'ade': still COCO
+            assert 'COCO' in meta['Training Data'], name
+            assert (meta['Task'] == 'Panoptic Segmentation') == data.endswith('panoptic'), name
+        else:
+            assert meta['Task'] == 'Semantic Segmentation', name
+
+
+def test_a_name_the_generator_cannot_place_is_refused_in_one_line(monkeypatch):
+    tool = import_tool('make_configs')
+    monkeypatch.setattr(tool, 'first_base', lambda _path: None)
+    for name, words in (('upernet_inline-swin-t_8xb2-80k_mapillary-512x1024.py', "the data 'mapillary'"),
+                        ('upernet_inline-swin-t_8xb2-80k_coco.py', 'UperNet on COCO (objects data)')):
+        with pytest.raises(SystemExit, match=re.escape(words)) as err:
+            tool.model_entry(tool.CONFIGS / 'upernet' / name)
+        assert '\n' not in str(err.value)

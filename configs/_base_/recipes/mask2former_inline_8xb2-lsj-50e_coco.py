@@ -5,9 +5,8 @@
 _base_ = [
     'mmdet::mask2former/mask2former_r50_8xb2-lsj-50e_coco.py',
     '../inline_common.py',  # custom_imports, custom_hooks (the mmdet base brings the runtime)
-    './inline_query-heads_paramwise.py',
+    './inline_mask2former_paramwise.py',
 ]
 model = dict(backbone=dict(_base_.inline_recipe_backbone, _delete_=True, drop_path_rate=0.3), init_cfg=None)
-optim_wrapper = dict(paramwise_cfg=dict(_delete_=True, custom_keys=_base_.inline_query_heads_keys,
-                                        norm_decay_mult=0.0))
+optim_wrapper = dict(paramwise_cfg=dict(_base_.inline_mask2former_paramwise_cfg, _delete_=True))
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
