@@ -185,7 +185,7 @@ def write_fixture(folder: Path) -> None:
     model = InLineFifth(**SPEC.fixture.backbone_kwargs(AUTHORS_ARCH)).eval()
     with torch.no_grad():
         for param in model.parameters():
-            param.copy_(torch.randn(param.shape, generator=generator) * 0.2 + (param == 1) * 1.0)
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.05 + (param == 1) * 1.0)
     head_weight = torch.randn(AUTHORS_ARCH['num_classes'], AUTHORS_ARCH['embed_dim'][-1], generator=generator) * 0.1
     head_bias = torch.randn(AUTHORS_ARCH['num_classes'], generator=generator) * 0.1
     cases = []
