@@ -28,8 +28,10 @@ def family_tests(path: Path) -> set[str]:
 @pytest.mark.slow
 def test_a_family_registered_at_run_time_passes_the_family_parametrised_tests(tmp_path):
     report = tmp_path / 'fifth.xml'
-    # one thread, as a pytest-xdist worker of the suite computes (small tensors on shared cores)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(TESTS), os.environ.get('PYTHONPATH')))),
+    # one thread, as a pytest-xdist worker of the suite computes (small tensors on shared cores); no xdist
+    # worker's variables: the run is a pytest of its own
+    env = {k: v for k, v in os.environ.items() if not k.startswith('PYTEST_XDIST')}
+    env.update(PYTHONPATH=os.pathsep.join(filter(None, (str(TESTS), os.environ.get('PYTHONPATH')))),
                OMP_NUM_THREADS='1')
     # the end-to-end tests (compiles, exports) stay out: minutes for what the contract checks in seconds
     done = subprocess.run(
