@@ -10,10 +10,10 @@ plain data). Use
   in mmengine's ``MODELS`` with ``init_cfg``), the engine hooks, the mmcv ops and the
   ``inline://`` checkpoint scheme; the configs import it through ``custom_imports``.
 """
-from .registry import FAMILIES as _FAMILIES
+from . import registry as _registry
 
-_CORE_NAMES = ('InLineAttention', *(spec.class_name for spec in _FAMILIES.values()))
-__all__ = [*_CORE_NAMES, '__version__']
+__all__ = ['InLineAttention', '__version__']
+_registry.follow(lambda spec: __all__.insert(-1, spec.class_name))  # every family's class, run-time ones too
 
 
 def __getattr__(name: str) -> object:  # PEP 562: ``inline_dense.InLineSwin`` imports the core on first use
@@ -23,7 +23,7 @@ def __getattr__(name: str) -> object:  # PEP 562: ``inline_dense.InLineSwin`` im
             return version(__name__)
         except PackageNotFoundError:  # a checkout on sys.path, never installed
             return '0+unknown'
-    if name in _CORE_NAMES:
+    if name == 'InLineAttention' or _registry.family_of_class(name) is not None:
         from . import models
         return getattr(models, name)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -5,9 +5,14 @@ Plain data, no torch: every layer of the package can read it. A family is one fo
 entry in :data:`FAMILIES` below. The variant table (:mod:`inline_dense.variants`), the ``inline://``
 names, every ecosystem adapter, the benchmark zoo, the config bases and the contract tests are derived
 from it. ``docs/adding_a_family.md`` walks through adding one.
+
+A family defined outside the package joins at run time with :func:`register` (its spec's
+``model_in`` names the module of its backbone class); the tables built from the registry
+(:func:`follow`) and the adapters' own registries (timm's models, mmengine's ``MODELS``) take it
+as they took the families above.
 """
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from .families.cswin import spec as cswin
@@ -35,6 +40,35 @@ T = TypeVar('T')
 
 class UnknownNameError(ValueError):
     """A family, variant or backbone class name that the registry does not know."""
+
+
+_followers: list[Callable[[FamilySpec], None]] = []
+
+
+def follow(add: Callable[[FamilySpec], None]) -> None:
+    """Runs ``add(spec)`` for every family now, in :data:`FAMILIES` order, and for each family
+    :func:`register` adds later: how a table built from the families (the variants, the ``inline://``
+    names) or an adapter's own registry (timm's models, OpenMMLab's backbones) takes them all."""
+    _followers.append(add)
+    for spec in list(FAMILIES.values()):
+        add(spec)
+
+
+def register(spec: FamilySpec) -> None:
+    """Adds a family defined outside the package (a plugin's, a test's) to :data:`FAMILIES`, last;
+    everything :func:`follow` builds takes it. For the rest of the process: as timm's models and
+    mmengine's modules, a family is not unregistered. A name, class name or variant name already
+    taken raises ValueError."""
+    published = {w.name for _, w in all_weights()}
+    clash = (f'name {spec.name!r}' if spec.name in FAMILIES
+             else f'class name {spec.class_name!r}' if family_of_class(spec.class_name)
+             else next((f'variant name {w.name!r}' for w in spec.weights if w.name in published), None))
+    if clash:
+        raise ValueError(f'registry.register: the {clash} of the family {spec.name!r} is taken by a registered '
+                         f'family; give it another one.')
+    FAMILIES[spec.name] = spec
+    for add in _followers:
+        add(spec)
 
 
 def lookup(kind: str, name: str, table: Mapping[str, T]) -> T:

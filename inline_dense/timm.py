@@ -50,9 +50,9 @@ from timm.models import (
 from timm.models._features import FeatureGetterNet
 from timm.models._hub import HF_SAFE_WEIGHTS_NAME, HF_WEIGHTS_NAME, download_from_hf, has_hf_hub
 
-from . import variants
+from . import registry, variants
 from .checkpoint import PUBLISHED, SCHEME, Advice, CheckpointError, DownloadError, resolve
-from .families.spec import Output
+from .families.spec import FamilySpec, Output
 from .layers.arch import to_2tuple_size
 from .models.classifier import VARIANTS, InLineClassifier, check_output_stride
 from .models.tracing import FX_AUTOWRAP_FUNCTIONS, FX_LEAF_MODULES
@@ -84,7 +84,7 @@ def _cfg(variant: str) -> dict[str, Any]:
                                                            f'{PUBLISHED[variant].top1}% (the authors\' figure).',))
 
 
-default_cfgs = generate_default_cfgs({f'{v}.in1k': _cfg(v) for v in VARIANTS})
+default_cfgs: dict[str, Any] = {}  # per variant, timm's DefaultCfg (register_model reads it): _register_family
 
 
 ADVICE_ARG = 'checkpoint_advice'
@@ -257,8 +257,15 @@ def _entrypoint(variant: str) -> Callable[..., InLineClassifier]:
     return create
 
 
-for _variant in VARIANTS:
-    globals()[_variant] = register_model(_entrypoint(_variant))
+def _register_family(spec: FamilySpec) -> None:
+    """The family's variants as timm models, each with its pretrained cfg (every family of the
+    registry, and each one registered later)."""
+    default_cfgs.update(generate_default_cfgs({f'{w.name}.in1k': _cfg(w.name) for w in spec.weights}))
+    for weights in spec.weights:
+        globals()[weights.name] = register_model(_entrypoint(weights.name))
+
+
+registry.follow(_register_family)
 
 # timm's FX feature extraction (feature_cls='fx', its tests' tracer): the attentions stay leaf
 # modules and the size-dependent helpers stay calls (see inline_dense.models.tracing)

@@ -31,8 +31,10 @@ class Variant(NamedTuple):
     weights: Weights    # the spec's entry: evaluation size, mean / std, ...
 
 
-VARIANTS: dict[str, Variant] = {w.name: Variant(spec.name, w.preset, w.url, w.top1, w)
-                                for spec, w in registry.all_weights()}
+VARIANTS: dict[str, Variant] = {}
+"""Every published variant by name, in the registry's order (a family registered later joins)."""
+registry.follow(lambda spec: VARIANTS.update({w.name: Variant(spec.name, w.preset, w.url, w.top1, w)
+                                              for w in spec.weights}))
 
 EXAMPLE = next(iter(VARIANTS))
 """The variant error messages and docstrings name as an example."""

@@ -1,6 +1,6 @@
 """The Markdown tables ``tools/make_configs.py`` writes between ``<!-- generated table: NAME
 (tools/make_configs.py) -->`` and ``<!-- end of generated table -->``: the config tables (README's
-folders, docs/configs.md), read from the metafile; the presets (README), the published checkpoints
+folders, docs/configs.md), read from the metafile; the presets (docs/backbones.md), the published checkpoints
 (docs/checkpoints.md, checkpoints/README.md) and the fixtures (tests/data/fixtures/README.md), read
 from the registry."""
 import re
@@ -66,7 +66,7 @@ def config_table(models: list[dict[str, Any]]) -> str:
 
 
 def preset_table() -> str:
-    """README: every family's presets (its spec's), the shared fields first."""
+    """docs/backbones.md: every family's presets (its spec's), the shared fields first."""
     show = _show
     shared = ('embed_dims', 'depths', 'num_heads')
     lines = ['| backbone | arch | embed_dims | depths | num_heads | attn_type | other |',

@@ -8,15 +8,25 @@ import inline_dense.openmmlab
 from inline_dense import registry
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'data', 'fixtures')
+MORE_FIXTURES = 'INLINE_DENSE_TEST_FIXTURES'
+"""The environment variable naming more folders of fixtures (``os.pathsep`` between them): those a
+family registered at run time writes (tests/fifth_family.py)."""
 VARIANTS = tuple(spec.fixture.name for spec in registry.FAMILIES.values())
 
 
+def fixture_file(name: str) -> str:
+    """The fixture file ``name``: in tests/data/fixtures, else in a folder of ``MORE_FIXTURES``."""
+    folders = [FIXTURES, *(f for f in os.environ.get(MORE_FIXTURES, '').split(os.pathsep) if f)]
+    return next((p for p in (os.path.join(f, name) for f in folders) if os.path.exists(p)),
+                os.path.join(FIXTURES, name))
+
+
 def load_reference(variant: str) -> dict:
-    return torch.load(os.path.join(FIXTURES, f'{variant}_reference.pt'), weights_only=True)
+    return torch.load(fixture_file(f'{variant}_reference.pt'), weights_only=True)
 
 
 def authors_checkpoint(variant: str) -> str:
-    return os.path.join(FIXTURES, f'{variant}_authors_layout.pth')
+    return fixture_file(f'{variant}_authors_layout.pth')
 
 
 def build_reference_backbone(variant: str, checkpoint: str, **overrides) -> tuple[torch.nn.Module, dict]:

@@ -10,7 +10,7 @@
 - ``configs/metafile.yml``: every config outside ``_base_`` folders, mmdet-style (``Collections``,
   ``Models``): its model, backbone, data, schedule, recipe and pretrained checkpoint;
 - the Markdown tables (:mod:`inline_dense_dev.tables`): the model tables of README.md ("Configs") and
-  docs/configs.md, read from the metafile; the README's presets, the published checkpoints
+  docs/configs.md, read from the metafile; the presets (docs/backbones.md), the published checkpoints
   (docs/checkpoints.md, checkpoints/README.md) and the fixtures (tests/data/fixtures/README.md), read
   from the specs: each between ``<!-- generated table: ... -->`` and ``<!-- end of generated table -->``.
 
@@ -325,8 +325,9 @@ def generated() -> dict[Path, str]:
     files[METAFILE] = meta
     models = read_models(meta)
     readme, docs = ROOT / 'README.md', ROOT / 'docs' / 'configs.md'
-    files[readme] = with_table(with_table(readme.read_text(), 'folders', folder_table(models)), 'presets',
-                               preset_table())
+    files[readme] = with_table(readme.read_text(), 'folders', folder_table(models))
+    files[ROOT / 'docs' / 'backbones.md'] = with_table((ROOT / 'docs' / 'backbones.md').read_text(), 'presets',
+                                                       preset_table())
     files[docs] = with_table(docs.read_text(), 'configs', config_table(models))
     for path, name, table in ((ROOT / 'docs' / 'checkpoints.md', 'weights', weights_table),
                               (ROOT / 'checkpoints' / 'README.md', 'weights', hand_placed_table),

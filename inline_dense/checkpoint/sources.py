@@ -23,7 +23,7 @@ import urllib.parse
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import variants
+from .. import registry, variants
 from . import cache
 from .cache import checkpoint_cache
 from .errors import CORE, Advice
@@ -40,9 +40,10 @@ class Published(NamedTuple):
     top1: float         # the authors' ImageNet-1K top-1 (224x224), percent
 
 
-PUBLISHED: dict[str, Published] = {name: Published(variants.title(name), v.url, v.top1)
-                                   for name, v in variants.VARIANTS.items()}
-"""The names of ``inline://``, read from :data:`inline_dense.variants.VARIANTS`."""
+PUBLISHED: dict[str, Published] = {}
+"""The names of ``inline://``, read from :data:`inline_dense.variants.VARIANTS` (a family registered later joins)."""
+registry.follow(lambda spec: PUBLISHED.update({w.name: Published(variants.title(w.name), w.url, w.top1)
+                                               for w in spec.weights}))
 
 
 def repo_root() -> Path:

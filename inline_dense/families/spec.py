@@ -150,11 +150,13 @@ class FamilySpec:
     fixture: Fixture
     configs: Configs
     baseline: Baseline | None = None
+    model_in: str | None = None   # the module defining ``class_name``, if not families/<name>/model.py
+    #                               (a family outside the package: registry.register)
 
     @property
     def model_module(self) -> str:
         """Where the backbone class is defined."""
-        return f'inline_dense.families.{self.name}.model'
+        return self.model_in or f'inline_dense.families.{self.name}.model'
 
     @property
     def plain(self) -> bool:

@@ -8,7 +8,10 @@ The module paths that moved from here keep working for one release, with a ``Dep
 (:mod:`.moved`).
 
 For MMDetection / MMSegmentation, ``import inline_dense.openmmlab`` registers subclasses of these
-under the same names, with ``init_cfg`` and ``init_weights()``."""
+under the same names, with ``init_cfg`` and ``init_weights()``. A family registered at run time
+(:func:`inline_dense.registry.register`) is a name here as well."""
+from .. import registry
+from ..families import backbone_class
 from ..families.cswin.model import InLineCSwin
 from ..families.deit.model import InLineDeiT
 from ..families.pvt.model import InLinePVT
@@ -19,3 +22,12 @@ from . import moved
 moved.install()
 
 __all__ = ['InLineAttention', 'InLineSwin', 'InLinePVT', 'InLineCSwin', 'InLineDeiT']
+# a family registered at run time (registry.register) is a public name too, served by __getattr__
+registry.follow(lambda spec: None if spec.class_name in __all__ else __all__.append(spec.class_name))
+
+
+def __getattr__(name: str) -> type:  # PEP 562: the classes of families registered at run time
+    spec = registry.family_of_class(name)
+    if spec is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    return backbone_class(spec)

@@ -34,7 +34,8 @@ from ..layers.weight_init import trunc_normal_
 from ..typing import HW, StateDict
 
 # from the variant table (inline_dense.variants): variant -> (family, preset)
-VARIANTS: dict[str, tuple[str, str]] = {name: (v.family, v.arch) for name, v in variants.VARIANTS.items()}
+VARIANTS: dict[str, tuple[str, str]] = {}
+registry.follow(lambda spec: VARIANTS.update({w.name: (spec.name, w.preset) for w in spec.weights}))
 POOLS = ('avg', 'max', 'avgmax', '')  # global_pool's choices, timm's names
 TOKEN_POOLS = ('token', *POOLS)  # a ViT's (prefix tokens): the cls token too
 IGNORED_SIZE_ARGS = ('img_size', 'dynamic_img_size', 'strict_img_size', 'dynamic_img_pad')

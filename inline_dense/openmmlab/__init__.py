@@ -45,4 +45,10 @@ register_mmengine_scheme()  # 4.
 bridge_core_logging()  # 5.
 image_guards.install()  # 6.
 
-__all__ = list(backbones.__all__)
+__all__ = backbones.__all__  # the same list: a family registered at run time joins it
+
+
+def __getattr__(name: str) -> type:  # PEP 562: the class of a family registered after this import
+    if name in backbones.__all__:
+        return getattr(backbones, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -5,7 +5,9 @@ Each class here (one per family of :mod:`inline_dense.registry`) is the torch-on
 in front, registered in mmengine's root ``MODELS`` under the core's name (mmdet's and mmseg's
 ``MODELS`` are children of it). The class names are mmdet's config vocabulary (``type='InLineSwin'``),
 so they are spelled out here, the one module outside the families that names them: explicit
-subclasses, which a type checker reads (tests check that every family of the registry has one).
+subclasses, which a type checker reads (tests check that every family of the package has one). A
+family registered at run time (:func:`inline_dense.registry.register`) gets the same class, made
+and registered when it registers.
 Nothing of the architecture is repeated: the MRO is adapter mixin -> core family -> core base ->
 ``BaseModule`` -> ``nn.Module``, so the core's ``super().__init__()`` is ``BaseModule``'s.
 
@@ -22,8 +24,10 @@ from mmengine.model.weight_init import initialize
 from mmengine.registry import MODELS
 
 from .. import models as core
-from .. import variants
+from .. import registry, variants
 from ..checkpoint import INIT_CFG, load_pretrained
+from ..families import backbone_class
+from ..families.spec import FamilySpec
 
 InitCfg = dict | list[dict] | None
 
@@ -109,3 +113,19 @@ class InLineDeiT(OpenMMLabBackbone, core.InLineDeiT, BaseModule):
 
 
 __all__ = ['OpenMMLabBackbone', 'adapter_doc', 'check_init_cfg', 'InLineSwin', 'InLinePVT', 'InLineCSwin', 'InLineDeiT']
+
+
+def _register_family(spec: FamilySpec) -> None:
+    """A family without a class above (one registered at run time, :func:`inline_dense.registry.register`)
+    gets the same: its core class with the adapter in front, registered under the core's name."""
+    if spec.class_name in globals():
+        return
+    core_cls = backbone_class(spec)
+    cls = type(spec.class_name, (OpenMMLabBackbone, core_cls, BaseModule),
+               dict(__doc__=adapter_doc(core_cls), __module__=__name__))
+    MODELS.register_module(module=cls)
+    globals()[spec.class_name] = cls
+    __all__.append(spec.class_name)
+
+
+registry.follow(_register_family)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 import timm
 import torch
-from reference_models import FIXTURES
+from reference_models import FIXTURES, authors_checkpoint, load_reference
 
 import inline_dense.timm  # registers the models
 from helpers import SHALLOW, SMALLEST, STRIDES, TINY_KINDS
@@ -28,14 +28,13 @@ SIZE = (72, 88)  # not multiples of 32
 
 
 def fixture_model(kind, **kwargs):
-    """timm model of the fixture's arch (``<kind>_mini``), the authors' file loaded through timm."""
-    ref = torch.load(os.path.join(FIXTURES, f'inline_{kind}_mini_reference.pt'), weights_only=True)
-    a = ref['arch']
-    arch = {ours: a[theirs] for theirs, ours in registry.family(kind).fixture.arguments.items()}
-    authors_file = os.path.join(FIXTURES, f'inline_{kind}_mini_authors_layout.pth')
-    kwargs.setdefault('pretrained_cfg_overlay', dict(file=authors_file))
+    """timm model of the family's fixture's arch (its smallest variant), the authors' file loaded through timm."""
+    fixture = registry.family(kind).fixture
+    ref = load_reference(fixture.name)
+    arch = {ours: ref['arch'][theirs] for theirs, ours in fixture.arguments.items()}
+    kwargs.setdefault('pretrained_cfg_overlay', dict(file=authors_checkpoint(fixture.name)))
     kwargs.setdefault('pretrained', True)
-    return timm.create_model(f'inline_{kind}_t', drop_path_rate=0.0, **arch, **kwargs).eval(), ref
+    return timm.create_model(SMALLEST[kind], drop_path_rate=0.0, **arch, **kwargs).eval(), ref
 
 
 def test_list_models_gives_the_ten_variants_under_the_inline_names():

@@ -16,13 +16,10 @@ from torchvision.models.detection.anchor_utils import AnchorGenerator
 from torchvision.ops.feature_pyramid_network import ExtraFPNBlock, LastLevelP6P7
 
 import inline_dense.torchvision_detection as tvd
-from helpers import no_network_downloads
+from helpers import PYRAMIDS, SHALLOW, no_network_downloads
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.torchvision_detection import InLineFPNBackbone, inline_fpn_backbone, pass_image_sizes
 
-SMALL = {'inline_swin_t': dict(embed_dims=16, num_heads=(1, 2, 4, 8)),
-         'inline_pvt_t': dict(embed_dims=(16, 32, 64, 128), num_heads=(1, 2, 4, 8)),
-         'inline_cswin_t': dict(embed_dims=16, num_heads=(2, 2, 4, 8))}
 # torchvision resizes the shorter side to 160 (these keep their size); pass_image_sizes pads to 64s
 RESIZE = dict(min_size=160, max_size=512)
 IMAGE = (160, 200)  # alone: padded to 192 x 256
@@ -31,8 +28,8 @@ LARGER = [(160, 400), (400, 160)]  # next to these: padded to 448 x 448
 
 def backbone(variant, **kwargs):
     torch.manual_seed(0)
-    return inline_fpn_backbone(variant, out_channels=32, depths=(1, 1, 1, 1), drop_path_rate=0.0,
-                               **SMALL[variant], **kwargs)
+    """Each family's smallest variant, one block per stage and narrow (``helpers.SHALLOW``)."""
+    return inline_fpn_backbone(variant, out_channels=32, drop_path_rate=0.0, **SHALLOW[variant], **kwargs)
 
 
 def images(sizes):
@@ -85,7 +82,7 @@ def test_one_training_step_and_eval(detector, variant):
     assert all(set(d) == keys and d['boxes'].shape[1] == 4 for d in detections)
 
 
-@pytest.mark.parametrize('variant', sorted(SMALL))
+@pytest.mark.parametrize('variant', PYRAMIDS)  # a plain backbone's: the simple pyramid's tests below
 def test_detections_alone_and_next_to_larger_images_agree(variant):
     model = pass_image_sizes(FasterRCNN(backbone(variant), num_classes=3, box_score_thresh=0.0,
                                         **RESIZE)).eval()
@@ -114,7 +111,7 @@ def detection_distance(a, b):
     return max(pairwise.amin(1).max().item(), pairwise.amin(0).max().item())
 
 
-@pytest.mark.parametrize('variant', sorted(SMALL))
+@pytest.mark.parametrize('variant', PYRAMIDS)  # a plain backbone's: the simple pyramid's tests below
 def test_fpn_levels_do_not_see_the_padding(variant):
     """Every level, 'pool' included, of an image is the same in its own padded tensor and in a
     larger one, with the real size given; without it the padding changes them."""

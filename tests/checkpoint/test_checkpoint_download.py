@@ -336,7 +336,7 @@ def test_fidelity_fixtures_through_the_url_path(server, monkeypatch, variant, ho
     url = f'{server.url}/redirect/{variant}.pth'
     checkpoint = url
     if how == 'short_name':
-        short = variant.replace('_mini', '_t')  # each family's T variant: inline_swin_t, ...
+        short = next(spec.weights[0].name for spec in registry.FAMILIES.values() if spec.fixture.name == variant)
         publish(monkeypatch, short, url)
         checkpoint = f'inline://{short}'
     model, ref = build_reference_backbone(variant, checkpoint)

@@ -6,9 +6,12 @@ smp, torchvision, transformers and OpenMMLab take it. A new family is covered by
 
 The detailed behaviour (padding, freezing, errors, each ecosystem's options) is tested per area in
 the other folders; this module is the checklist that a new family cannot skip."""
+import ast
+import dataclasses
 import math
 import re
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -87,6 +90,31 @@ def test_every_preset_gives_the_outputs_its_spec_says(family):
             model = backbone_class(spec)(preset)
             got = [(o['num_chs'], o['reduction']) for o in model.output_info()]
             assert got == [(o.channels, o.stride) for o in spec.preset_outputs(preset)], preset
+
+
+def test_the_packages_families_are_spelled_out_for_type_checkers():
+    """The classes of the families in the package are written out where readers and type checkers look:
+    the public re-export and OpenMMLab's registration (a family registered at run time gets both made)."""
+    packaged = {spec.class_name for spec in registry.FAMILIES.values() if spec.model_in is None}
+    package = Path(inline_dense.models.__file__).parents[1]
+    imported = {alias.name for node in ast.parse((package / 'models' / '__init__.py').read_text()).body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    defined = {node.name for node in ast.parse((package / 'openmmlab' / 'backbones.py').read_text()).body
+               if isinstance(node, ast.ClassDef)}
+    assert packaged <= imported
+    assert packaged <= defined
+
+
+@pytest.mark.parametrize('taken', ['name', 'class_name', 'weights'])
+def test_registering_a_taken_name_is_refused_and_changes_nothing(taken):
+    spec = next(iter(registry.FAMILIES.values()))
+    renamed = tuple(dataclasses.replace(w, name=f'inline_other_{w.size}') for w in spec.weights)
+    fresh = dict(name='other', class_name='InLineOther', weights=renamed)
+    clash = dataclasses.replace(spec, **dict(fresh, **{taken: getattr(spec, taken)}))
+    before = dict(registry.FAMILIES)
+    with pytest.raises(ValueError, match=r'^registry\.register: the .* of the family .* is taken'):
+        registry.register(clash)
+    assert before == registry.FAMILIES
 
 
 # ---------------------------------------------------------------- build and shapes
