@@ -15,9 +15,9 @@ is ``F.linear`` followed by the activation and the add: the same function, the s
 (nothing is added to a module or its state dict). :func:`fusion_enabled` turns it off for comparisons.
 """
 import contextlib
+import functools
 import weakref
 from collections.abc import Iterator
-from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +45,7 @@ def fusion_enabled(enabled: bool) -> Iterator[None]:
         _ENABLED[0] = before
 
 
-@cache
+@functools.cache
 def _onednn_bf16() -> bool:
     probe = getattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', None)
     try:
@@ -81,8 +81,12 @@ def _weight(w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if hit is not None and hit[0]() is w and hit[1] == w._version and hit[2].dtype == dtype:
         return hit[2]
     cast = w.detach().to(dtype)
-    _CASTS[key] = (weakref.ref(w, lambda _ref, key=key: _CASTS.pop(key, None)), w._version, cast)
+    _CASTS[key] = (weakref.ref(w, functools.partial(_forget, key)), w._version, cast)
     return cast
+
+
+def _forget(key: int, _ref: object) -> None:
+    _CASTS.pop(key, None)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, activation: str = 'none',
