@@ -99,11 +99,16 @@ def announce_compiles(fn: Callable[..., Any], name: str, stream: TextIO | None =
     which input, how long the call took, whether it was the first graph or a recompile."""
     state = {'calls_compiled': 0}
 
+    import torch.fx.experimental._config as fx_config
+
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         before = _graphs()
         t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
+        # no duck sizing: a side that happens to equal a channel count (a 32-wide map of 32 channels) would
+        # share its symbol, be fixed with it, and the next picture's size would compile again
+        with fx_config.patch(use_duck_shape=False):
+            out = fn(*args, **kwargs)
         made = _graphs() - before
         if made > 0:
             verb = 'compiled' if state['calls_compiled'] == 0 else 'recompiled'
