@@ -64,12 +64,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help='precisions to run each job in (bf16 / fp16: torch.autocast); a dtype the device has no '
                         'native unit for is left out, said in one line; refused when none is left')
     p.add_argument('--no-flops', action='store_true',
-                   help='skip the FLOP count per inference job (and the share of the GEMM rate)')
+                   help='skip the FLOP count and the profiled step per inference job (the share of the GEMM rate '
+                        'and of the time outside GEMMs)')
     p.add_argument('--skip', nargs='*', default=[],
                    help="jobs to leave out, as MODEL@HxW:MODE globs, e.g. 'pvt-t@1600x2432:train'")
-    p.add_argument('--keep-freed-memory', action='store_true',
-                   help='glibc: keep freed blocks in the process (MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_) '
-                        'so each pass does not page-fault its large activations afresh')
+    p.add_argument('--keep-freed-memory', action=argparse.BooleanOptionalAction, default=True,
+                   help='glibc: the workers keep freed blocks in the process (MALLOC_MMAP_MAX_, '
+                        'MALLOC_TRIM_THRESHOLD_), so each pass does not page-fault its large activations afresh: '
+                        'the tools\' default (--no-keep-freed-memory: glibc\'s own)')
+    p.add_argument('--paths', nargs='+', choices=['eager', 'compiled'], default=['eager'],
+                   help='how each inference job runs: eager, and/or compiled (inline_dense.runtime.compiling: '
+                        'torch.compile, inductor with freezing, dynamic sizes; the first call compiles, timed apart)')
     p.add_argument('--job-timeout', type=float, default=3600, help='seconds per job before it is killed')
     p.add_argument('--out', default=None, help='JSON file (default benchmarks/out/<kind>_<device>.json)')
     p.add_argument('--plot', default=None, help='PNG file (default: the JSON path with .png)')
@@ -85,8 +90,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument('--ablation', action='store_true',
                    help='--layer: also time the intermediate steps of the optimisation')
     p.add_argument('--anchors', action='store_true',
-                   help='instead: each backbone in eager fp32 / bf16, its exported ONNX graph in ONNX Runtime '
-                        '(fp32) and OpenVINO (fp32, bf16; extra inline_dense[openvino]), in one process')
+                   help='instead: each backbone in eager fp32 / bf16 (and compiled, with --paths eager compiled), '
+                        'its exported ONNX graph in ONNX Runtime (fp32) and OpenVINO (fp32, bf16; extra '
+                        'inline_dense[openvino]), in one process, --rounds interleaved')
     p.add_argument('--dtype-error', action='store_true',
                    help='instead: each backbone\'s outputs under autocast in each --dtype but fp32 against fp32 '
                         '(relative L2 per output, inference), weights at the scale of trained ones, in one process')
@@ -177,11 +183,12 @@ def default_out(kind: str, device: str) -> str:
 def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
     """Every (model, resolution, mode) in its own subprocess; prints the tables, returns the payload."""
     from inline_dense.analysis import gemm
-    planned = [job for dtype in args.dtype
+    planned = [job for path in args.paths for dtype in args.dtype
                for job in jobs.plan_jobs(zoo.model_entries(args.models, args.config), args.resolutions, args.modes,
                                          args.skip, device=args.device, batch=args.batch, warmup=args.warmup,
                                          runs=args.runs, threads=args.threads or None, dtype=dtype,
-                                         flops=not args.no_flops)]
+                                         flops=not args.no_flops, path=path, profile=not args.no_flops)]
+    planned = [job for job in planned if job.path == 'eager' or job.mode == 'infer']  # compiled: inference
     rates = gemm.gemm_rates(list(dict.fromkeys(['fp32', *args.dtype])), args.threads or None, device=args.device)
     print(gemm.format_rates(rates), flush=True)
     with report.JobProgress(len(planned) * args.rounds, 'benchmark') as bar:
@@ -265,7 +272,8 @@ def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
     results = []
     for name, model in backbone_models(args, '--anchors'):
         for hw in args.resolutions:
-            rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs)
+            rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs, rounds=args.rounds,
+                               compiled='compiled' in args.paths)
             print(format_anchor_rows(name, hw, rows), flush=True)
             results.append(dict(model=name, height=hw[0], width=hw[1], threads=threads, rows=rows))
     return dict(kind='anchors', machine=report.machine_info('cpu'), gemm=rates, warmup=args.warmup, runs=args.runs,

@@ -4,6 +4,7 @@
     python tools/demo_toy.py --config configs/toy/retinanet_inline-pvt-mini_fpn_toy-coco.py
     python tools/demo_toy.py --amp               # train and evaluate in bfloat16 (CPU with native bf16)
     python tools/demo_toy.py --checkpoint work_dirs/demo_toy/iter_400.pth --amp   # those weights, bf16 eval
+    python tools/demo_toy.py --checkpoint work_dirs/demo_toy/iter_400.pth --compile   # evaluated compiled
 
 Steps: generate data/toy_coco if missing -> train from scratch -> evaluate on the toy val set
 (pycocotools box AP, and mask AP for Mask R-CNN) -> write GT | prediction pictures of a few val
@@ -47,6 +48,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--checkpoint', default=None,
                         help='no training: evaluate and draw these weights (a WORK_DIR/iter_<N>.pth of an earlier '
                              'run); with --amp the evaluation only runs under autocast')
+    parser.add_argument('--compile', action='store_true',
+                        help='evaluate with the backbone and neck compiled (torch.compile, inductor with freezing; '
+                             'training stays eager); without a C++ compiler: eager, said in one line')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='override config settings, key=value')
     return parser.parse_args(argv)
 
@@ -153,7 +157,10 @@ def main(argv=None) -> dict:
         check_readable(args.checkpoint)
     t0 = time.time()
     import torch
+
+    from inline_dense.runtime.allocator import tool_default
     torch.set_num_threads(max(args.threads, 1))
+    tool_default('cpu')  # the demo runs on the CPU
     cfg = load_config(args.config, args.cfg_options)
     codebase = setup_codebase(cfg)
     if codebase != 'mmdet':
@@ -166,6 +173,8 @@ def main(argv=None) -> dict:
     output_target(picture)  # a directory, device or FIFO there is refused now, not after training
     cfg.randomness = dict(seed=args.seed)
     amp = enable_amp(cfg) if args.amp else None
+    if args.compile:
+        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []), dict(type='InferenceCompileHook')]
     if args.checkpoint is not None:
         cfg.load_from = args.checkpoint  # Runner.test() loads it, non-strictly: the fit check refuses what does not fit
         cfg.custom_hooks = [*(cfg.get('custom_hooks') or []), dict(

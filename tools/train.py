@@ -9,7 +9,8 @@ Whether the config is a detection or a segmentation one is read from its default
 Before training it checks that the datasets exist, that ``load_from`` fits the model
 (``--allow-partial-load`` to load only the matching weights on purpose), and warns when a
 killed run could not be resumed exactly. ``--resume`` continues from the work directory's own
-latest checkpoint (also after the directory was moved) with the interrupted run's seeds.
+latest checkpoint (also after the directory was moved) with the interrupted run's seeds. On the CPU
+the tool keeps freed memory in the process (``inline_dense.runtime.allocator``).
 """
 import argparse
 import glob
@@ -112,6 +113,10 @@ def main(argv=None) -> None:
     cfg.launcher = args.launcher
     launch.default_work_dir(cfg, args.config, args.work_dir)
     check_work_dir(cfg.work_dir)
+    from mmengine.device import get_device
+
+    from inline_dense.runtime.allocator import tool_default
+    tool_default(get_device())
     if args.amp:
         enable_amp(cfg)
     if args.auto_scale_lr:

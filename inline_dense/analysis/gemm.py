@@ -70,8 +70,10 @@ def share_of_rate(gflop: float, seconds: float, rate_gflops: float) -> float:
 
 def share_rows(rows: list[dict[str, Any]], rates: dict[str, object]) -> list[dict[str, Any]]:
     """Per inference row with FLOPs: GFLOP, achieved GFLOP/s, share of its dtype's GEMM rate, and (for
-    a reduced dtype) its time over the same model's fp32 row; also stored in each row."""
-    fp32 = {(r['model'], r['height'], r['width']): r for r in rows if r.get('dtype', 'fp32') == 'fp32'}
+    a reduced dtype or the compiled path) its time over the same model's eager fp32 row; also stored in each
+    row."""
+    fp32 = {(r['model'], r['height'], r['width']): r for r in rows
+            if r.get('dtype', 'fp32') == 'fp32' and r.get('path', 'eager') == 'eager'}
     out = []
     for r in rows:
         if r.get('error') or r['mode'] != 'infer' or not r.get('gflop') or r['gflop'] != r['gflop']:
@@ -85,22 +87,27 @@ def share_rows(rows: list[dict[str, Any]], rates: dict[str, object]) -> list[dic
         cpu_s = r.get('cpu_ms', float('nan')) / 1e3 / r['batch']
         r['share_of_gemm_cpu'] = (share_of_rate(r['gflop'], cpu_s, float(rate))  # type: ignore
                                   if rate and r.get('threads') == 1 and cpu_s > 0 else None)
-        base = r['model'][:-len(dtype) - 1] if dtype != 'fp32' else None
-        ref = fp32.get((base, r['height'], r['width'])) if base else None
+        path = r.get('path', 'eager')
+        base = r['model'][:-len(path) - 1] if path != 'eager' else r['model']
+        base = base[:-len(dtype) - 1] if dtype != 'fp32' else base
+        ref = fp32.get((base, r['height'], r['width'])) if base != r['model'] else None
         r['time_vs_fp32'] = r['median_ms'] / ref['median_ms'] if ref and not ref.get('error') else None
         out.append(r)
     return out
 
 
 def format_shares(rows: list[dict[str, Any]]) -> str:
-    """The table of :func:`share_rows`' rows."""
-    lines = [f'{"model":28s} {"input":>10s} {"dtype":>5s} {"GFLOP":>7s} {"ms":>9s} {"GFLOP/s":>8s} '
-             f'{"of GEMM":>8s} {"(CPU t)":>8s} {"vs fp32":>8s}']
+    """The table of :func:`share_rows`' rows: ``non-GEMM`` is the profiler's share of the step's self time
+    outside GEMM-class ops (:mod:`.op_share`), ``vs fp32`` the time over the eager fp32 row."""
+    lines = [f'{"model":36s} {"input":>10s} {"dtype":>5s} {"path":>8s} {"GFLOP":>7s} {"ms":>9s} {"GFLOP/s":>8s} '
+             f'{"of GEMM":>8s} {"(CPU t)":>8s} {"non-GEMM":>8s} {"vs fp32":>8s}']
     for r in rows:
         share = '-' if r.get('share_of_gemm') is None else f'{r["share_of_gemm"]:.2f}'
         share_cpu = '-' if r.get('share_of_gemm_cpu') is None else f'{r["share_of_gemm_cpu"]:.2f}'
         ratio = '-' if r.get('time_vs_fp32') is None else f'x{r["time_vs_fp32"]:.2f}'
-        lines.append(f'{r["model"]:28s} {r["height"]:>4d}x{r["width"]:<5d} {r.get("dtype", "fp32"):>5s} '
-                     f'{r["gflop"]:7.1f} {r["median_ms"]:9.1f} {r["gflops_per_s"]:8.1f} {share:>8s} {share_cpu:>8s} '
-                     f'{ratio:>8s}')
+        other = r.get('non_gemm_share')
+        other_s = '-' if other is None or other != other else f'{other:.2f}'
+        lines.append(f'{r["model"]:36s} {r["height"]:>4d}x{r["width"]:<5d} {r.get("dtype", "fp32"):>5s} '
+                     f'{r.get("path", "eager"):>8s} {r["gflop"]:7.1f} {r["median_ms"]:9.1f} {r["gflops_per_s"]:8.1f} '
+                     f'{share:>8s} {share_cpu:>8s} {other_s:>8s} {ratio:>8s}')
     return '\n'.join(lines)

@@ -11,12 +11,14 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
+from ..runtime.allocator import minor_faults
 from ..runtime.precision import DTYPES, autocast
 from ..typing import HW
 from .memory import KEEP_FREED_ENV, peak_tracker
@@ -45,7 +47,10 @@ class Job:
     """One measurement: ``model`` is the row's label (a zoo name, or a config's label when
     ``config`` is given); ``threads`` None keeps torch's default; ``dtype`` 'fp32', or 'bf16' / 'fp16' for
     the step under ``torch.autocast`` (its rows are labelled ``model+dtype``); ``flops`` also counts the
-    architecture's FLOPs of one forward (inference rows) for the share of the GEMM rate."""
+    architecture's FLOPs of one forward (inference rows) for the share of the GEMM rate; ``path`` 'eager',
+    or 'compiled' (inference: :func:`inline_dense.runtime.compiling.compile_for_inference`, the first call
+    compiles and is timed apart); ``profile`` also profiles one more inference step for the share of its time
+    outside GEMM-class ops (:mod:`.op_share`)."""
     model: str
     height: int
     width: int
@@ -58,11 +63,15 @@ class Job:
     config: str | None = None
     dtype: str = 'fp32'
     flops: bool = False
+    path: str = 'eager'
+    profile: bool = False
 
     @property
     def name(self) -> str:
-        """The row's model label: 'inline-swin-t', or 'inline-swin-t+bf16' under autocast."""
-        return self.model if self.dtype == 'fp32' else f'{self.model}+{self.dtype}'
+        """The row's model label: 'inline-swin-t', 'inline-swin-t+bf16' under autocast, '+compiled' on the
+        compiled path."""
+        name = self.model if self.dtype == 'fp32' else f'{self.model}+{self.dtype}'
+        return name if self.path == 'eager' else f'{name}+{self.path}'
 
     @property
     def label(self) -> str:
@@ -72,7 +81,7 @@ class Job:
     def row(self, threads: int, error: str = '') -> Measurement:
         """An empty row for this job (filled in by :func:`measure_job`, or left as an error row)."""
         return Measurement(self.name, self.height, self.width, self.mode, self.device, self.batch,
-                           threads, error=error, dtype=self.dtype)
+                           threads, error=error, dtype=self.dtype, path=self.path)
 
     def error_row(self, error: str) -> dict[str, Any]:
         return self.row(self.threads or 0, error).to_dict()
@@ -97,7 +106,8 @@ def plan_jobs(entries: Sequence[tuple[str, str | None]], resolutions: Sequence[H
 
 def measure_job(job: Job) -> Measurement:
     """Builds the model, then times ``job.runs`` steps after ``job.warmup`` and records the
-    peak memory, in this process."""
+    peak memory and the minor page faults per step, in this process (a compiled job: the first call, which
+    compiles, is timed apart before the warm-up)."""
     if job.threads:
         torch.set_num_threads(job.threads)
     device = torch.device(job.device)
@@ -107,12 +117,28 @@ def measure_job(job: Job) -> Measurement:
     init_model(model)
     model.to(device)
     x = torch.randn(job.batch, 3, job.height, job.width, device=device)
+    if job.path == 'compiled':
+        if job.mode != 'infer':
+            raise ValueError('the compiled path is for inference: measure it with --modes infer')
+        from ..runtime.compiling import compile_for_inference
+        if not compile_for_inference(model):
+            raise RuntimeError('not compiled (no C++ compiler for inductor)')
     step = make_step(model, x, job.mode)
     if job.dtype != 'fp32':
         step = autocast_step(step, device, DTYPES[job.dtype])
+    if job.path == 'compiled':
+        t0 = time.perf_counter()
+        step()
+        result.compile_s = time.perf_counter() - t0
     tracker = peak_tracker(device)
     with tracker:
-        times, cpu = time_calls(step, job.warmup, job.runs, device)
+        time_calls(step, job.warmup, 0, device)
+        faults = minor_faults()
+        times, cpu = time_calls(step, 0, job.runs, device)
+        result.faults_per_pass = (minor_faults() - faults) / job.runs
+    if job.profile and job.mode == 'infer':
+        from .op_share import non_gemm_share
+        result.non_gemm_share = non_gemm_share(step, warmup=0).non_gemm_share
     if job.flops and job.mode == 'infer':
         from .flops import count_flops
         result.gflop = 2 * count_flops(model, x).total / 1e9
@@ -140,10 +166,11 @@ def measure(model_name: str, height: int, width: int, mode: str = 'infer', devic
     return measure_job(Job(label, height, width, mode, device, batch, warmup, runs, threads, config))
 
 
-def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False,
+def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = True,
                       worker: str = 'inline_dense.analysis.worker') -> dict[str, Any]:
     """The job's row from a fresh ``python -m <worker>`` process (default the model zoo's); an error
-    row when it crashed, was killed or ran past ``timeout`` seconds."""
+    row when it crashed, was killed or ran past ``timeout`` seconds. ``keep_freed``: the worker keeps freed
+    memory (the tools' default allocator, :func:`inline_dense.runtime.allocator.tool_default`)."""
     cmd = [sys.executable, '-m', worker, json.dumps(asdict(job))]
     env = dict(os.environ, **KEEP_FREED_ENV) if keep_freed else None
     try:
@@ -158,7 +185,7 @@ def run_in_subprocess(job: Job, timeout: float = 3600, keep_freed: bool = False,
     return job.error_row(f'{why}: ' + ' | '.join(tail))
 
 
-def run_sweep(jobs: Sequence[Job], rounds: int = 1, timeout: float = 3600, keep_freed: bool = False,
+def run_sweep(jobs: Sequence[Job], rounds: int = 1, timeout: float = 3600, keep_freed: bool = True,
               on_start: Callable[[str], None] | None = None,
               on_done: Callable[[], None] | None = None,
               worker: str = 'inline_dense.analysis.worker') -> list[dict[str, Any]]:

@@ -12,17 +12,20 @@ def fmt(value: float | None, digits: int = 1) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    """One line per row: latency, throughput, peak memory, CPU time, and the spread or the error."""
+    """One line per row: latency, throughput, peak memory, CPU time, minor page faults per step, and the
+    spread or the error."""
     mw = max([24] + [len(r['model']) for r in rows])
     head = (f'{"model":{mw}s} {"input":>10s} {"mode":>5s} {"median ms":>10s} {"img/s":>7s} {"peak MiB":>9s} '
-            f'{"CPU ms":>9s}  note')
+            f'{"CPU ms":>9s} {"faults":>8s}  note')
     print(head)
     print('-' * len(head))
     for r in rows:
         spread = f'min {min(r["times_ms"]):.0f} max {max(r["times_ms"]):.0f}' if r.get('times_ms') else ''
+        if r.get('compile_s') is not None and r['compile_s'] == r['compile_s']:
+            spread += f' (first call, compiling: {r["compile_s"]:.0f} s)'
         print(f'{r["model"]:{mw}s} {r["height"]:>4d}x{r["width"]:<5d} {r["mode"]:>5s} {fmt(r["median_ms"]):>10s} '
-              f'{fmt(r["throughput"], 2):>7s} {fmt(r["peak_mib"]):>9s} {fmt(r.get("cpu_ms", math.nan), 0):>9s}  '
-              f'{r.get("error", "") or spread}')
+              f'{fmt(r["throughput"], 2):>7s} {fmt(r["peak_mib"]):>9s} {fmt(r.get("cpu_ms", math.nan), 0):>9s} '
+              f'{fmt(r.get("faults_per_pass", math.nan), 0):>8s}  {r.get("error", "") or spread}')
 
 
 def print_comparisons(rows: list[dict[str, Any]]) -> None:

@@ -26,6 +26,10 @@ class Measurement:
     error: str = ''
     dtype: str = 'fp32'  # 'bf16' / 'fp16': the step ran under torch.autocast
     gflop: float = math.nan  # the architecture's FLOPs of one forward (2 per MAC), inference rows
+    path: str = 'eager'  # 'compiled': inline_dense.runtime.compiling (inference)
+    compile_s: float = math.nan  # compiled rows: the first call (the compile), seconds
+    faults_per_pass: float = math.nan  # minor page faults per timed step (median)
+    non_gemm_share: float = math.nan  # profiler: share of self CPU time outside GEMM-class ops (inference rows)
 
     @property
     def pixels(self) -> int:
@@ -56,6 +60,9 @@ def pool(results: list[dict[str, Any]]) -> dict[str, Any]:
     merged['median_ms'], merged['throughput'] = latency(merged['times_ms'], merged['batch'])
     merged['peak_mib'] = statistics.median(r['peak_mib'] for r in good)
     merged['cpu_ms'] = statistics.median(r['cpu_ms'] for r in good)
+    for key in ('faults_per_pass', 'non_gemm_share', 'compile_s'):  # rows of older runs may lack them
+        values = [r[key] for r in good if r.get(key) is not None and r[key] == r[key]]
+        merged[key] = statistics.median(values) if values else math.nan
     merged['peak_mib_rounds'] = [round(r['peak_mib'], 1) for r in good]
     merged['median_ms_rounds'] = [round(r['median_ms'], 2) for r in good]
     return merged

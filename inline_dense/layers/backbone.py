@@ -19,6 +19,7 @@ from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from ..typing import HW, StateDict
 from . import padding
 from .settings import BackboneSettings
+from .tensor_utils import tokens_to_map
 from .tracing import fx_wrap
 from .weight_init import init_transformer_weights, trunc_normal_
 
@@ -196,12 +197,12 @@ class InLineBackboneBase(nn.Module):
         return tokens
 
     def to_map(self, tokens: torch.Tensor, hw: HW) -> torch.Tensor:
-        """(B, P + H*W, C) tokens, P = ``num_prefix_tokens`` -> the grid's (B, C, H, W) map."""
+        """(B, P + H*W, C) tokens, P = ``num_prefix_tokens`` -> the grid's (B, C, H, W) map, channels-last
+        (a view of the tokens: what the necks' convolutions run fastest on, and no copy)."""
         p = self.num_prefix_tokens
         if p > 0:
             tokens = tokens[:, p:]
-        b, c = tokens.shape[0], tokens.shape[2]
-        return tokens.transpose(1, 2).reshape(b, c, hw[0], hw[1]).contiguous()
+        return tokens_to_map(tokens, hw)
 
     def tap(self, index: int, out: torch.Tensor) -> torch.Tensor:
         """Stage ``index``'s output map through ``taps.index`` (where forward hooks read it)."""

@@ -6,6 +6,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..typing import HW
+from . import fused
 from .inline_attention import InLineAttention
 from .settings import BackboneSettings
 
@@ -25,8 +26,15 @@ class Mlp(nn.Module):
         self.act = nn.GELU()
         self.fc2 = nn.Linear(hidden_dims, embed_dims)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.act(self.fc1(x)))
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, N, C) -> (B, N, C); with ``residual`` (B, N, C), ``residual + mlp(x)``: eagerly in CPU
+        inference the bias, the GELU and that add run inside the two GEMMs (:mod:`.fused`)."""
+        if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
+            if type(self.act) is nn.GELU and self.act.approximate == 'none':
+                hidden = fused.linear_module(x, self.fc1, 'gelu')
+                return fused.linear_module(hidden, self.fc2, residual=residual)
+        y = self.fc2(self.act(self.fc1(x)))
+        return y if residual is None else residual + y
 
 
 class DropPath(nn.Module):
@@ -102,6 +110,8 @@ class TransformerBlock(nn.Module):
         else:
             y = self.attn(self.norm1(x), hw_shape, valid_mask)
         x = x + self.drop_path(y)
+        if not self.training:  # no stochastic depth: the add can run inside fc2's GEMM (the mlp's residual)
+            return self.mlp(self.norm2(x), residual=x)
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
     def forward(self, x: torch.Tensor, hw_shape: HW,

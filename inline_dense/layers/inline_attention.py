@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..typing import HW
-from .tensor_utils import cast, check_heads, merge_heads, traced
+from . import fused
+from .tensor_utils import cast, check_heads, compiling_for_run, merge_heads, traced
 from .tracing import fx_leaf
 
 KERNELS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -61,10 +62,15 @@ def depthwise3x3(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
     shifted products: no convolution whose group count holds the batch size.
 
     grid (B, H, W, C), taps (B, C, 9) with tap ``t = 3 * row + col`` -> (B, H, W, C).
-    Eagerly, one grouped convolution per sample is several times faster on the CPU; traced,
-    the compiler fuses the nine products into one pass.
+    Eagerly, one grouped convolution per sample is several times faster on the CPU. Under
+    ``torch.compile`` (not an export) it is one depthwise convolution with ``groups = batch * channels``:
+    inductor's loops over the nine products were several times slower than oneDNN's kernel.
     """
     b, h, w, c = grid.shape
+    if compiling_for_run():
+        maps = grid.permute(0, 3, 1, 2).reshape(1, b * c, h, w)
+        out = F.conv2d(maps, taps.reshape(b * c, 1, 3, 3), padding=1, groups=b * c)
+        return out.view(b, c, h, w).permute(0, 2, 3, 1)
     padded = F.pad(grid, (0, 0, 1, 1, 1, 1))
     # few graph nodes: one slice per row offset, one per tap; the taps laid out once as (9, B, 1, 1, C)
     rows = [padded[:, r:r + h] for r in range(3)]
@@ -174,6 +180,8 @@ class InLineAttention(nn.Module):
             out = self.forward_folded(x, hw_shape, valid_mask, residual_input)
         else:
             out = self.forward_reference(x, hw_shape, valid_mask, residual_input)
+        if not torch.jit.is_scripting():  # the bias inside the GEMM in CPU inference (fused.linear)
+            return self.proj_drop(fused.linear_module(out, self.proj))
         return self.proj_drop(self.proj(out))
 
     def phi(self, t: torch.Tensor) -> torch.Tensor:
@@ -240,7 +248,7 @@ class InLineAttention(nn.Module):
         if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if not traced() and bf16_autocast(x):
                 xl = x.to(torch.bfloat16)
-        v = F.linear(x if xl is None else xl, wv, bv)
+        v = F.linear(x, wv, bv) if torch.jit.is_scripting() else fused.linear(x if xl is None else xl, wv, bv)
         keep: torch.Tensor | None = None
         if valid_mask is not None:
             keep = valid_mask.unsqueeze(-1)
@@ -282,18 +290,19 @@ class InLineAttention(nn.Module):
         tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C).
         ``xl``: x in bfloat16 under bf16 autocast (the Gram is then a bfloat16 product, see
         ``context_from_centred``), else None."""
-        b, _n, c = x.shape
+        b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
-        xf = cast(x, torch.float32)
+        # the bfloat16 Gram reads x as it is: no float32 copy of it, the sums accumulate in float32
+        xf = x if xl is not None and self.centred_gram(n) else cast(x, torch.float32)
         keep_f: torch.Tensor | None = None
         if keep is None:
             count = token_count(xf)
             xs = xf
         else:
-            keep_f = keep.to(xf.dtype)
+            keep_f = keep.to(torch.float32)
             count = keep_f.sum(1).clamp_min(1)  # (B, 1)
-            xs = xf * keep_f
-        mean_x = xs.sum(1) / count  # (B, C)
+            xs = xf * keep.to(xf.dtype)
+        mean_x = xs.sum(1, dtype=torch.float32) / count  # (B, C)
         mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
         ctx = self.folded_context(xf, v, keep_f, count, mean_x, mean_v, xl)
         ctx = ctx * self.scale  # (B, h, d, d)
@@ -315,8 +324,7 @@ class InLineAttention(nn.Module):
         means (B, C); ``xl`` x in bfloat16 (eager bf16 autocast) or None. The weights are read
         inside each route: ``torch.cond`` takes no inputs that alias each other.
         """
-        if xl is not None and self.impl != 'folded_keys' and (self.impl == 'folded_gram'
-                                                               or self.use_gram(xf.shape[1])):
+        if xl is not None and self.centred_gram(xf.shape[1]):
             return self.context_from_centred(xl, keep, count, mean_x)
         if self.impl == 'folded_gram':
             return self.context_route_gram(xf, keep, count, mean_x)
@@ -362,6 +370,10 @@ class InLineAttention(nn.Module):
         if keep is not None:
             k = k * keep
         return self.context_from_keys(k, cast(vf, torch.float32), count, F.linear(mean_x, wk, bk), mean_v)
+
+    def centred_gram(self, n: int) -> bool:
+        """Whether eager bfloat16 autocast takes ``context_from_centred`` for N tokens (``impl`` and ``use_gram``)."""
+        return self.impl != 'folded_keys' and (self.impl == 'folded_gram' or self.use_gram(n))
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.

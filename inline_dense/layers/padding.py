@@ -49,15 +49,20 @@ def pad_to_min_size(x: torch.Tensor, valid_hw: list[HW] | None,
 
 
 def valid_grid_sizes(valid_hw: list[HW] | None, batch_hw: HW, stride: int) -> list[HW] | None:
-    """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded."""
+    """Per image, its token grid (rows, cols) at ``stride``; None when no image is padded.
+
+    Traced (``torch.compile``), the sizes whether or not any image is padded: a comparison of the sizes
+    would guard the graph on it, and a test pipeline's next image, padded at another stride, would
+    compile another graph; the masks built from the sizes are then all True where nothing is padded."""
     if valid_hw is None:
         return None
     h, w = batch_hw
     sizes: list[HW] = []
-    padded = False
+    padded = traced()
     for size in valid_hw:  # loops, not comprehensions: TorchScript
         rows, cols = min((size[0] + stride - 1) // stride, h), min((size[1] + stride - 1) // stride, w)
-        padded = padded or rows < h or cols < w
+        if not padded:
+            padded = rows < h or cols < w
         sizes.append((rows, cols))
     return sizes if padded else None
 
@@ -97,9 +102,10 @@ def zero_outside_valid(x: torch.Tensor, valid_hw: list[HW] | None) -> torch.Tens
     if valid_hw is None:
         return x
     h, w = x.shape[-2], x.shape[-1]
-    padded = False
+    padded = traced()  # traced: no comparison of sizes, which would guard the graph (``valid_grid_sizes``)
     for size in valid_hw:  # a loop, not any(): TorchScript
-        padded = padded or size[0] < h or size[1] < w
+        if not padded:
+            padded = size[0] < h or size[1] < w
     if not padded:
         return x
     keep = valid_grid_mask(valid_hw, (h, w), 1, x.device).unsqueeze(1)  # (B, 1, H, W)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from ..typing import HW
 from .padding import valid_grid_sizes
+from .tensor_utils import traced
 from .tracing import fx_wrap
 
 
@@ -41,6 +42,10 @@ def stage_position(pos_embed: torch.Tensor, pos_hw: HW, hw: HW, valid_hw: list[H
     if sizes is None:
         return resize_pos_embed(pos_embed, pos_hw, hw, mode)
     c = pos_embed.shape[-1]
+    if traced():  # zero-padded to the grid, not written into a slice of it: either would guard the graph on the sizes
+        grids = [F.pad(resize_pos_grid(pos_embed, pos_hw, size, mode)[0].permute(1, 2, 0),
+                       (0, 0, 0, hw[1] - size[1], 0, hw[0] - size[0])) for size in sizes]
+        return torch.stack(grids).view(len(sizes), hw[0] * hw[1], c)
     pos = pos_embed.new_zeros(len(sizes), hw[0], hw[1], c)
     resized: dict[str, torch.Tensor] = {}  # by 'h,w' (TorchScript keys no tuples)
     for i, size in enumerate(sizes):

@@ -1,4 +1,4 @@
-"""Opt-in: keep freed CPU memory in the process, so large activations are not page-faulted afresh each pass.
+"""Keep freed CPU memory in the process, so large activations are not page-faulted afresh each pass.
 
 glibc's malloc serves blocks above its mmap threshold (32 MiB at most, adjusted upwards as blocks are freed)
 with a fresh ``mmap`` and returns them to the kernel on ``free``; the heap top above ``M_TRIM_THRESHOLD`` is
@@ -7,13 +7,25 @@ large activation: a cost per byte that grows with the pixels, on top of the arit
 stage-1 tensor of InLine-Swin-T is 93 MB in float32, above any threshold.
 
 :func:`keep_freed_memory` changes the process-wide allocator (no large block is mmapped, the heap is never
-trimmed): the resident memory stays at its peak. It is never called by importing the package; call it once,
-early, in a long-running inference process (``tools/benchmark.py --keep-freed-memory`` sets the same through
-glibc's environment variables for its workers). :func:`minor_faults` counts the faults, to see the effect.
+trimmed): the resident memory stays at its peak. Importing the package never calls it. The tools apply it at
+their start when they run on the CPU (:func:`tool_default`: ``tools/test.py``, ``demo_toy.py``, ``train.py``;
+the benchmark sets the same through glibc's environment variables for its workers); a library user opts in
+with one call, early in a long-running inference process::
+
+    from inline_dense.runtime.allocator import keep_freed_memory
+    keep_freed_memory()
+
+``INLINE_DENSE_KEEP_FREED=0`` in the environment keeps the tools on glibc's defaults. :func:`minor_faults`
+counts the faults, to see the effect.
 """
 import ctypes
 import ctypes.util
+import os
 import resource
+import sys
+from typing import TextIO
+
+OPT_OUT_ENV = 'INLINE_DENSE_KEEP_FREED'
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
@@ -42,3 +54,16 @@ def keep_freed_memory() -> bool:
 def minor_faults() -> int:
     """Minor page faults of this process so far (``getrusage``)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def tool_default(device: str = 'cpu', stream: TextIO | None = None) -> bool:
+    """What the tools do at their start: :func:`keep_freed_memory` for a run on the CPU, unless
+    ``INLINE_DENSE_KEEP_FREED=0``; True when it is on. One line on ``stream`` (stderr) where the allocator
+    cannot be told (not glibc)."""
+    if not str(device).startswith('cpu') or os.environ.get(OPT_OUT_ENV, '1') == '0':
+        return False
+    kept = keep_freed_memory()
+    if not kept:
+        print('[allocator] not glibc: freed memory goes back to the system as the C library decides '
+              '(activations may page-fault each pass)', file=stream or sys.stderr, flush=True)
+    return kept

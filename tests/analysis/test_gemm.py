@@ -80,4 +80,10 @@ def test_anchor_rows_on_a_tiny_backbone(tiny_backbone):
     assert (ov['error'] and 'openvino' in ov['error'].lower()) or ov['rel_error'] < 1e-4, ov
     if precision.native_bf16_cpu():
         assert by[('eager', 'bf16')]['rel_error'] < 2e-2
+    from inline_dense.runtime.compiling import compiler_problem
+    if compiler_problem() is None:  # the compiled path beside eager, one row per dtype
+        assert by[('compiled', 'fp32')]['rel_error'] < 1e-4, by[('compiled', 'fp32')]
+        assert by[('compiled', 'fp32')]['median_cpu_ms'] > 0
+        if precision.native_bf16_cpu():
+            assert by[('compiled', 'bf16')]['rel_error'] < 2e-2
     assert 'onnxruntime' in format_anchor_rows('tiny', (64, 96), rows)

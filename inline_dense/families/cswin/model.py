@@ -9,6 +9,7 @@ from ...layers import padding
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
+from ...layers.tensor_utils import channels_last, tokens_to_map
 from ...typing import HW
 from .convert import convert_authors_layout
 from .spec import SPEC
@@ -28,7 +29,7 @@ class ConvDownsample(nn.Module):
         self.norm = nn.LayerNorm(out_dims)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
-        x = self.conv(x)
+        x = self.conv(channels_last(x))
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
 
@@ -44,7 +45,7 @@ class CSwinStage(nn.Module):
         """Tokens (B, N, C) of grid ``hw`` -> this stage's tokens and grid (the merge, if any)."""
         if self.merge is None:
             return x, hw
-        return self.merge(x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]))
+        return self.merge(tokens_to_map(x, hw))
 
     def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         return x, hw

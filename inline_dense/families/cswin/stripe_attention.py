@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...layers import fused
 from ...layers.padding import padding_to_multiple
 from ...layers.tensor_utils import NEG_INF, check_heads, merge_heads, traced
 from ...layers.tracing import fx_leaf
@@ -79,7 +80,7 @@ class CSwinStripeAttention(nn.Module):
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         h, w = hw_shape
-        qkv = self.qkv(x)
+        qkv = self.qkv(x) if torch.jit.is_scripting() else fused.linear_module(x, self.qkv)
         valid: torch.Tensor | None = None
         if valid_mask is not None:
             qkv = qkv * valid_mask.unsqueeze(-1).to(qkv.dtype)  # padded v is 0, as beyond an image's border
@@ -93,7 +94,9 @@ class CSwinStripeAttention(nn.Module):
             outs.append(self.branch(q[..., lo:hi], k[..., lo:hi], v[..., lo:hi], stripes[i],
                                     get_v.weight, get_v.bias, valid))  # type: ignore[arg-type]
         out = torch.cat(outs, -1) if len(outs) > 1 else outs[0]
-        return self.proj_drop(self.proj(out.reshape(b, n, c)))
+        if torch.jit.is_scripting():
+            return self.proj_drop(self.proj(out.reshape(b, n, c)))
+        return self.proj_drop(fused.linear_module(out.reshape(b, n, c), self.proj))
 
     def branch(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, stripe: Stripe, lepe_weight: torch.Tensor,
                lepe_bias: torch.Tensor | None, valid: torch.Tensor | None) -> torch.Tensor:
@@ -127,7 +130,8 @@ class CSwinStripeAttention(nn.Module):
             else:
                 key_valid[:, :h, :w] = valid.unsqueeze(-1).to(q.dtype)
             mask = ((1 - window_partition(key_valid, win)) * self.neg_inf).view(n_win, 1, 1, wh * ww)
-        lepe = F.conv2d(vw.transpose(1, 2).reshape(n_win, c, wh, ww), lepe_weight, lepe_bias, padding=1, groups=c)
+        # channels-last: the windows' own memory, and the output flattens back to contiguous tokens
+        lepe = F.conv2d(vw.reshape(n_win, wh, ww, c).permute(0, 3, 1, 2), lepe_weight, lepe_bias, padding=1, groups=c)
         lepe = lepe.flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw, heads, d), split_heads(kw, heads, d),
                                              split_heads(vw, heads, d), attn_mask=mask,

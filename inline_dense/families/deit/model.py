@@ -13,7 +13,7 @@ from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, transformer_block
 from ...layers.inline_attention import InLineAttention
 from ...layers.settings import resolve_settings
-from ...layers.tensor_utils import check_heads
+from ...layers.tensor_utils import channels_last, check_heads
 from ...typing import HW, StateDict
 from .convert import convert_authors_layout
 from .spec import SPEC
@@ -45,7 +45,7 @@ class DeiTEmbed(nn.Module):
         self.drop = nn.Dropout(drop_rate)
 
     def forward(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
-        x = self.proj(padding.pad_to_multiple(x, self.patch))
+        x = self.proj(channels_last(padding.pad_to_multiple(x, self.patch)))
         hw = (x.shape[2], x.shape[3])
         # token-major once here: the blocks' adds keep their input's layout, and every LayerNorm would copy
         tokens = x.flatten(2).transpose(1, 2).contiguous()

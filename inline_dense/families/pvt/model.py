@@ -10,6 +10,7 @@ from ...layers.arch import check_multiple_of, to_2tuple_size
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
+from ...layers.tensor_utils import channels_last, tokens_to_map
 from ...typing import HW
 from .convert import convert_authors_layout
 from .spec import SPEC
@@ -33,7 +34,7 @@ class PVTStage(nn.Module):
 
     def leave(self, x: torch.Tensor, hw: HW) -> tuple[torch.Tensor, HW]:
         """Tokens (B, N, C) -> the map (B, C, H, W) the next stage's patch embedding takes."""
-        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], hw[0], hw[1]), hw
+        return tokens_to_map(x, hw), hw
 
     def enter(self, x: torch.Tensor, hw: HW, valid_hw: list[HW] | None, stride: int) -> tuple[torch.Tensor, HW]:  # noqa: ARG002
         """The map (B, C_in, H, W) (the image, or the previous stage's) -> tokens, grid (``embed``)."""
@@ -45,7 +46,7 @@ class PVTStage(nn.Module):
 
         ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
         place each padded image's embedding on its own grid, see ``position``."""
-        x = self.patch_embed.proj(padding.pad_to_multiple(x, self.patch))  # type: ignore[operator]
+        x = self.patch_embed.proj(channels_last(padding.pad_to_multiple(x, self.patch)))  # type: ignore[operator]
         hw = (x.shape[2], x.shape[3])
         x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))  # type: ignore[operator]
         return self.pos_drop(x + position.stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw

@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...layers.tensor_utils import check_heads
+from ...layers import fused
+from ...layers.tensor_utils import check_heads, tokens_to_map
 from ...layers.tracing import fx_leaf
 from ...typing import HW
 
@@ -41,10 +42,11 @@ class SRAttention(nn.Module):
         """(B, N, C) -> (B, N, C); ``residual_input`` is not used (the attention call's common form)."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
-        q = self.q(x).view(b, n, heads, d).transpose(1, 2)
+        q = self.q(x) if torch.jit.is_scripting() else fused.linear_module(x, self.q)
+        q = q.view(b, n, heads, d).transpose(1, 2)
         src, key_valid = x, valid_mask
         if self.sr is not None and self.norm is not None:
-            grid = x.transpose(1, 2).reshape(b, c, hw_shape[0], hw_shape[1])
+            grid = tokens_to_map(x, hw_shape)
             if valid_mask is not None:
                 grid = grid * valid_mask.view(b, 1, hw_shape[0], hw_shape[1]).to(grid.dtype)
             grid = self.sr(grid)
@@ -52,14 +54,18 @@ class SRAttention(nn.Module):
             if valid_mask is not None:
                 key_valid = reduced_valid_mask(valid_mask.view(b, hw_shape[0], hw_shape[1]), self.sr_ratio,
                                                (grid.shape[2], grid.shape[3]))
-        k, v = self.kv(src).view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        kv = self.kv(src) if torch.jit.is_scripting() else fused.linear_module(src, self.kv)
+        k, v = kv.view(b, -1, 2, heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         attn_mask: torch.Tensor | None = None
         if key_valid is not None:
             attn_mask = torch.zeros(b, 1, 1, k.shape[2], dtype=q.dtype, device=q.device)
             attn_mask = attn_mask.masked_fill(~key_valid.view(b, 1, 1, -1), float('-inf'))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        return self.proj_drop(self.proj(out.transpose(1, 2).reshape(b, n, c)))
+        out = out.transpose(1, 2).reshape(b, n, c)
+        if torch.jit.is_scripting():
+            return self.proj_drop(self.proj(out))
+        return self.proj_drop(fused.linear_module(out, self.proj))
 
 
 def reduced_valid_mask(valid: torch.Tensor, sr_ratio: int, reduced_hw: HW) -> torch.Tensor:

@@ -10,7 +10,7 @@ from ...layers import padding
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
-from ...layers.tensor_utils import traced
+from ...layers.tensor_utils import channels_last, traced
 from ...layers.tracing import fx_wrap
 from ...typing import HW
 from .convert import convert_authors_layout
@@ -28,7 +28,7 @@ class PatchEmbed(nn.Module):
         self.norm = nn.LayerNorm(dims)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
-        x = self.proj(x)
+        x = self.proj(channels_last(x))
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
 

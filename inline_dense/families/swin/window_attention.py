@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...layers import fused
 from ...layers.padding import padding_to_multiple
 from ...layers.tensor_utils import NEG_INF, cast, check_heads, merge_heads, traced
 from ...layers.tracing import fx_leaf
@@ -83,7 +84,8 @@ class WindowMSA(nn.Module):
 
     def forward(self, x: torch.Tensor, window_hw: HW, mask: torch.Tensor | None = None) -> torch.Tensor:
         bw, n, _c = x.shape
-        qkv = self.qkv(x).view(bw, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x) if torch.jit.is_scripting() else fused.linear_module(x, self.qkv)
+        qkv = qkv.view(bw, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # (B*nW, h, n, d)
         bias = self.position_bias(window_hw).unsqueeze(0)  # (1, h, n, n)
         if mask is not None:  # (nW, n, n) shared by the batch, or (B*nW, n, n)
@@ -92,7 +94,9 @@ class WindowMSA(nn.Module):
             bias = bias + cast(mask.unsqueeze(1), bias.dtype)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=cast(bias, q.dtype),
                                              dropout_p=self.attn_drop if self.training else 0.0)
-        return self.proj_drop(self.proj(merge_heads(out)))
+        if torch.jit.is_scripting():
+            return self.proj_drop(self.proj(merge_heads(out)))
+        return self.proj_drop(fused.linear_module(merge_heads(out), self.proj))
 
 
 def shift_regions(size: int, win: int, shift: int, device: torch.device) -> torch.Tensor:

@@ -9,6 +9,7 @@ runners find them):
 * ``DeterministicResumeHook``: a resumed run draws the same random numbers as an
   uninterrupted one (the generators' states travel in the checkpoints);
 * ``CheckpointFitHook``: a loaded checkpoint that does not fit the model is refused;
+* ``InferenceCompileHook``: the test loop runs the model compiled (``tools/test.py --compile``);
 
 and, in mmengine's ``OPTIM_WRAPPERS``, ``CpuAmpOptimWrapper`` (bfloat16 autocast on CPU); in
 ``OPTIM_WRAPPER_CONSTRUCTORS``, ``LayerDecayOptimWrapperConstructor`` (ViTDet's layer-wise lr decay);
@@ -24,6 +25,7 @@ from ..mmengine_types import allow_mmengine_checkpoint_types
 from .amp import AmpTestLoop, AmpValLoop
 from .checkpoint_fit import CheckpointFitHook, CheckpointMismatch
 from .checkpointing import AtomicCheckpointHook, atomic_write_text, is_complete_checkpoint, newest_complete_checkpoint
+from .compile_hook import InferenceCompileHook
 from .cpu_amp import CpuAmpOptimWrapper
 from .layer_decay import LayerDecayOptimWrapperConstructor
 from .mmengine_compat import resolve_mmseg_configs
@@ -36,6 +38,6 @@ register_mmengine_scheme()
 
 __all__ = ['AmpTestLoop', 'AmpValLoop', 'AtomicCheckpointHook', 'CheckpointFitHook', 'CheckpointMismatch',
            'CpuAmpOptimWrapper', 'LayerDecayOptimWrapperConstructor',
-           'DeterministicResumeHook', 'InLinePaddingMaskHook', 'PaddingMaskHandle',
+           'DeterministicResumeHook', 'InLinePaddingMaskHook', 'InferenceCompileHook', 'PaddingMaskHandle',
            'atomic_write_text', 'derived_seed', 'enable_padding_mask', 'image_shapes',
            'is_complete_checkpoint', 'newest_complete_checkpoint', 'padded_batch']

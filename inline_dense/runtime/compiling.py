@@ -1,0 +1,150 @@
+"""The compiled inference path, chosen the same way by every tool (``--compile``) and by a library user.
+
+    from inline_dense.runtime.compiling import compile_for_inference
+    compile_for_inference(model)   # a backbone, or an mmdet / mmseg model: its backbone, neck, decode head
+    with torch.no_grad():
+        model(x)                   # the first call compiles (and says so, with the time it took)
+
+What it does, and why:
+
+* **inductor with freezing** (``torch.compile(..., options={'freezing': True})``): under ``no_grad`` the
+  weights are constants of the graph, so inductor prepacks them and fuses bias, GELU and residual adds
+  into oneDNN's GEMMs, LayerNorms and casts into its own loops. Weights changed after the first call are
+  not seen: compile after loading the checkpoint (the tools compile at the start of the test loop).
+* **dynamic sizes** (``dynamic=True``): one graph for every height and width, and for every image size
+  inside them (the test pipelines' padded sizes with the padding mask's ``valid_hw``: traced, the
+  backbones build their masks without comparing sizes). Batches of 2 or more share a graph; batch 1 is
+  one more (dynamo specialises a size of 1, and torch's size-oblivious mode fails inductor's lowering of
+  the shifted windows); with ``valid_hw`` (a list, one size per image) each batch size is a graph.
+  With float32 weights and a symbolic batch, inductor calls oneDNN's GEMM (which takes a fused bias /
+  GELU / add) instead of MKL's packed one (which fuses nothing).
+* **the module's own call is kept**: ``forward`` of each compiled module is replaced (an instance
+  attribute), so hooks (the padding mask's ``valid_hw``), ``state_dict`` keys and ``isinstance`` are
+  as before, and :func:`uncompile` restores it.
+* **autocast composes**: a call under ``torch.autocast(bfloat16)`` (``--amp``) compiles a bf16 graph.
+* **no C++ compiler**: inductor cannot build its CPU kernels; :func:`compile_for_inference` says so in
+  one line and leaves the model eager (:func:`compiler_problem`).
+* the first call that compiles prints ``[compile] <module>: compiled for <input> in <s> s``; a later call
+  that compiles again (a size that guards on something new) says so too, as ``recompiled``.
+"""
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+import torch
+from torch import nn
+
+# the modules of an OpenMMLab model that run on the whole image and hold no data-dependent post-processing
+PARTS = ('backbone', 'neck', 'decode_head')
+_ORIGINAL = '_inline_eager_forward'
+
+
+@functools.cache
+def compiler_problem() -> str | None:
+    """Why inductor cannot build CPU kernels here (no C++ compiler it finds, or one that fails on a
+    trivial file), or None when it can."""
+    try:
+        from torch._inductor import cpp_builder
+        cxx = cpp_builder.get_cpp_compiler()
+    except Exception as err:  # torch raises its own error types when none of its candidates exists
+        return f'no C++ compiler for inductor ({type(err).__name__}: {str(err).splitlines()[0][:120]})'
+    if shutil.which(cxx) is None and not os.path.isfile(cxx):
+        return f'no C++ compiler for inductor ({cxx!r} not found)'
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, 'probe.cpp')
+        with open(src, 'w') as f:
+            f.write('int main() { return 0; }\n')
+        try:
+            proc = subprocess.run([cxx, '-c', src, '-o', os.path.join(tmp, 'probe.o')], capture_output=True,
+                                  text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f'the C++ compiler {cxx!r} does not run ({type(err).__name__})'
+    if proc.returncode != 0:
+        first = (proc.stderr or proc.stdout).strip().splitlines()[:1]
+        return f'the C++ compiler {cxx!r} fails on a trivial file ({first[0][:120] if first else proc.returncode})'
+    return None
+
+
+def parts_to_compile(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of what :func:`compile_for_inference` compiles in ``model``: its ``backbone``,
+    ``neck`` and ``decode_head`` when it has any (an mmdet / mmseg model, a wrapper's ``module`` first),
+    else the model itself (a backbone)."""
+    model = getattr(model, 'module', model) if not hasattr(model, 'backbone') else model
+    parts = [(name, getattr(model, name)) for name in PARTS if isinstance(getattr(model, name, None), nn.Module)]
+    return parts or [(type(model).__name__, model)]
+
+
+def _describe(args: Iterable[Any]) -> str:
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return 'x'.join(map(str, a.shape))
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            return f'{len(a)} maps, the first ' + 'x'.join(map(str, a[0].shape))
+    return 'its input'
+
+
+def _graphs() -> int:
+    from torch._dynamo.utils import counters
+    return int(sum(counters['stats'].get(k, 0) for k in ('unique_graphs',)))
+
+
+def announce_compiles(fn: Callable[..., Any], name: str, stream: TextIO | None = None) -> Callable[..., Any]:
+    """``fn`` (a compiled callable) that prints one line when a call compiled a graph: which module, for
+    which input, how long the call took, whether it was the first graph or a recompile."""
+    state = {'calls_compiled': 0}
+
+    import torch.fx.experimental._config as fx_config
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        before = _graphs()
+        t0 = time.perf_counter()
+        # no duck sizing: a side that happens to equal a channel count (a 32-wide map of 32 channels) would
+        # share its symbol, be fixed with it, and the next picture's size would compile again
+        with fx_config.patch(use_duck_shape=False):
+            out = fn(*args, **kwargs)
+        made = _graphs() - before
+        if made > 0:
+            verb = 'compiled' if state['calls_compiled'] == 0 else 'recompiled'
+            state['calls_compiled'] += 1
+            print(f'[compile] {name}: {verb} for {_describe(args)} in {time.perf_counter() - t0:.1f} s '
+                  f'(torch.compile, inductor, freezing; sizes dynamic)', file=stream or sys.stderr, flush=True)
+        return out
+    return call
+
+
+def compile_for_inference(model: nn.Module, stream: TextIO | None = None, backend: str = 'inductor') -> bool:
+    """Compiles ``model``'s parts (:func:`parts_to_compile`) for inference, in place: True when compiled,
+    False (after one line on ``stream``, stderr by default) where inductor has no C++ compiler and the model
+    stays eager. Idempotent. Call it after the weights are loaded; run the model under ``torch.no_grad()``
+    (freezing applies there) and ``model.eval()``."""
+    out = stream or sys.stderr
+    if backend == 'inductor':
+        problem = compiler_problem()
+        if problem is not None:
+            print(f'[compile] {problem}: running eagerly', file=out, flush=True)
+            return False
+    for name, part in parts_to_compile(model):
+        if _ORIGINAL in part.__dict__:
+            continue
+        eager = part.forward
+        options = {'freezing': True} if backend == 'inductor' else None
+        compiled = torch.compile(eager, backend=backend, dynamic=True, options=options)
+        object.__setattr__(part, _ORIGINAL, eager)
+        part.forward = announce_compiles(compiled, name, out)  # type: ignore[method-assign]
+    return True
+
+
+def uncompile(model: nn.Module) -> None:
+    """Restores the eager ``forward`` of every part :func:`compile_for_inference` compiled."""
+    for _name, part in parts_to_compile(model):
+        if _ORIGINAL in part.__dict__:
+            del part.__dict__['forward']
+            object.__delattr__(part, _ORIGINAL)
+

@@ -1,0 +1,110 @@
+"""The eager CPU inference path of the linear layers (bias, GELU and residual add inside oneDNN's GEMM):
+the same function as ``F.linear`` + GELU + add, taken only where nothing is differentiated, and the same
+backbone outputs as the plain path for every family, float32 and bfloat16 autocast."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from helpers import TINY_KINDS, build_tiny
+from inline_dense.layers import fused
+from inline_dense.runtime.precision import native_bf16_cpu
+
+BF16 = pytest.mark.skipif(not native_bf16_cpu(), reason='this CPU has no native bfloat16')
+
+
+def reference(x, layer, activation='none', residual=None):
+    y = F.linear(x, layer.weight, layer.bias)
+    y = F.gelu(y) if activation == 'gelu' else y
+    return y if residual is None else residual + y
+
+
+@pytest.mark.parametrize('activation', ['none', 'gelu'])
+@pytest.mark.parametrize('with_residual', [False, True])
+@pytest.mark.parametrize('bias', [True, False])
+def test_fused_linear_equals_linear_fp32(activation, with_residual, bias):
+    torch.manual_seed(0)
+    layer = nn.Linear(24, 40, bias=bias)
+    x = torch.randn(2, 37, 24)
+    residual = torch.randn(2, 37, 40) if with_residual else None
+    with torch.no_grad():
+        assert fused.fused_dtype(x) == torch.float32
+        out = fused.linear_module(x, layer, activation, residual)
+        torch.testing.assert_close(out, reference(x, layer, activation, residual), rtol=1e-5, atol=1e-5)
+
+
+@BF16
+@pytest.mark.parametrize('activation', ['none', 'gelu'])
+def test_fused_linear_under_bf16_autocast(activation):
+    torch.manual_seed(0)
+    layer = nn.Linear(24, 40)
+    x = torch.randn(3, 50, 24)
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        residual = torch.randn(3, 50, 40).bfloat16()
+        out = fused.linear_module(x, layer, activation, residual)
+        ref = reference(x, layer, activation, residual)
+        again = fused.linear_module(x, layer, activation)  # the weight's bf16 copy is reused
+    assert out.dtype == ref.dtype == torch.bfloat16
+    rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+    assert rel < 1e-2
+    assert again.dtype == torch.bfloat16
+    with torch.no_grad():  # an in-place change of the weight is seen (the copy is keyed by its version)
+        layer.weight.mul_(2)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            changed = fused.linear_module(x, layer, activation)
+            expected = reference(x, layer, activation)
+    rel = ((changed.float() - expected.float()).norm() / expected.float().norm()).item()
+    assert rel < 1e-2
+
+
+def test_plain_path_where_gradients_tracing_or_hooks_need_it():
+    layer = nn.Linear(8, 8)
+    x = torch.randn(4, 8)
+    assert fused.fused_dtype(x) is None  # gradients on: F.linear, which autograd differentiates
+    out = fused.linear_module(x, layer, 'gelu')
+    out.sum().backward()
+    assert layer.weight.grad is not None
+    with torch.no_grad():
+        with FlopCounterMode(display=False):  # FLOP counters see aten's ops
+            assert fused.fused_dtype(x) is None
+        with fused.fusion_enabled(False):
+            assert fused.fused_dtype(x) is None
+        assert fused.fused_dtype(x.half()) is None  # float16: no oneDNN path on the CPU
+        seen = []
+        layer.register_forward_hook(lambda *args: seen.append(1))
+        assert not fused.plain_linear(layer)  # a hooked layer is called as a module
+        fused.linear_module(x, layer)
+        assert seen == [1]
+
+
+def stage_errors(kind, dtype):
+    torch.manual_seed(0)
+    model = build_tiny(kind).eval()
+    x = torch.randn(2, 3, 96, 128)
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype == 'bf16'):
+        fast = model(x)
+        with fused.fusion_enabled(False):
+            plain = model(x)
+    return [((a.float() - b.float()).norm() / b.float().norm()).item() for a, b in zip(fast, plain)]
+
+
+@pytest.mark.parametrize('kind', TINY_KINDS)
+def test_backbones_fused_equal_plain_fp32(kind):
+    assert max(stage_errors(kind, 'fp32')) < 1e-5
+
+
+@BF16
+@pytest.mark.parametrize('kind', TINY_KINDS)
+def test_backbones_fused_close_to_plain_bf16(kind):
+    assert max(stage_errors(kind, 'bf16')) < 2e-2
+
+
+@pytest.mark.parametrize('kind', TINY_KINDS)
+def test_training_mode_still_differentiates(kind):
+    """A training step (gradients on) never takes the oneDNN kernel: every parameter gets its gradient."""
+    model = build_tiny(kind).train()
+    out = model(torch.randn(1, 3, 64, 64))
+    sum(o.float().sum() for o in out).backward()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert not missing

@@ -1,0 +1,142 @@
+"""The compiled inference path every tool takes (``inline_dense.runtime.compiling``): what it compiles, that
+the test pipelines' padded sizes share one graph, that it says when it compiles, that it falls back to eager
+in one line without a C++ compiler, and that its results stay within the bf16 bound of eager."""
+import io
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounter
+
+from helpers import TINY_KINDS, build_tiny
+from inline_dense.runtime import compiling
+
+# batch 1 at sizes a test pipeline pads to (multiples of 32), each with its image's real size: the masks
+# change with every image, the graph must not
+PIPELINE = [((1, 3, 256, 352), [(250, 340)]), ((1, 3, 288, 320), [(280, 300)]), ((1, 3, 320, 320), [(311, 300)]),
+            ((1, 3, 256, 384), [(256, 370)])]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def counting(monkeypatch) -> CompileCounter:
+    """compile_for_inference with a dynamo backend that counts graphs and runs them eagerly."""
+    counter = CompileCounter()
+    real = torch.compile
+
+    def compile_counting(fn, **kwargs):
+        kwargs.update(backend=counter, options=None)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(torch, 'compile', compile_counting)
+    return counter
+
+
+@pytest.mark.parametrize('kind', TINY_KINDS)
+def test_pipeline_sizes_share_one_graph(kind, monkeypatch):
+    counter = counting(monkeypatch)
+    model = build_tiny(kind).eval()
+    assert compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
+    with torch.no_grad():
+        for shape, valid_hw in PIPELINE:
+            model(torch.randn(*shape), valid_hw)
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize('kind', ['swin', 'pvt'])
+def test_batches_above_one_share_one_graph(kind, monkeypatch):
+    """Without a padding mask every batch of 2 or more shares a graph (batch 1 is a graph of its own:
+    dynamo specialises a size of 1)."""
+    counter = counting(monkeypatch)
+    model = build_tiny(kind).eval()
+    compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
+    with torch.no_grad():
+        for b, h, w in [(2, 256, 320), (3, 288, 352), (4, 256, 384)]:
+            model(torch.randn(b, 3, h, w))
+    assert counter.frame_count == 1
+
+
+def test_parts_and_uncompile_keep_the_module():
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = build_tiny('swin')
+            self.neck = nn.Conv2d(16, 8, 1)
+            self.roi_head = nn.Linear(4, 4)
+
+    det = Detector().eval()
+    keys = list(det.state_dict())
+    assert [n for n, _ in compiling.parts_to_compile(det)] == ['backbone', 'neck']
+    compiling.compile_for_inference(det, backend='eager', stream=io.StringIO())
+    assert 'forward' in det.backbone.__dict__
+    assert 'forward' not in det.roi_head.__dict__
+    assert list(det.state_dict()) == keys
+    assert isinstance(det.backbone, type(build_tiny('swin')))
+    compiling.compile_for_inference(det, backend='eager', stream=io.StringIO())  # idempotent
+    compiling.uncompile(det)
+    assert 'forward' not in det.backbone.__dict__
+    assert 'forward' not in det.neck.__dict__
+    backbone = build_tiny('pvt')
+    assert compiling.parts_to_compile(backbone) == [('InLinePVT', backbone)]
+
+
+def test_first_compile_says_so_with_its_time():
+    out = io.StringIO()
+    model = build_tiny('deit').eval()
+    compiling.compile_for_inference(model, backend='eager', stream=out)
+    with torch.no_grad():
+        model(torch.randn(1, 3, 64, 96))
+        model(torch.randn(1, 3, 64, 96))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith('[compile] InLineDeiT: compiled for 1x3x64x96 in '), lines
+
+
+def test_without_a_cpp_compiler_one_line_and_eager(monkeypatch):
+    compiling.compiler_problem.cache_clear()
+    import torch._inductor.config as inductor_config
+    monkeypatch.setattr(inductor_config.cpp, 'cxx', ('/nonexistent/bin/c++',))
+    try:
+        out = io.StringIO()
+        model = build_tiny('swin').eval()
+        assert not compiling.compile_for_inference(model, stream=out)
+        assert 'forward' not in model.__dict__
+        lines = out.getvalue().splitlines()
+        assert len(lines) == 1, lines
+        assert 'C++ compiler' in lines[0], lines
+        assert lines[0].endswith('running eagerly'), lines
+    finally:
+        compiling.compiler_problem.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # an inductor compile: a few minutes alone, far more on a loaded machine
+@pytest.mark.skipif(compiling.compiler_problem() is not None, reason='no C++ compiler for inductor')
+@pytest.mark.parametrize('dtype', ['fp32', 'bf16'])
+def test_inductor_matches_eager_within_the_bf16_bound(dtype):
+    """The real path (inductor, freezing, dynamic sizes) on a small InLine-Swin (InLine and softmax stages, a
+    shifted window): within 2e-2 of eager (1e-4 in fp32) at two pipeline sizes, one graph for both."""
+    from torch._dynamo.utils import counters
+
+    from inline_dense.runtime.precision import native_bf16_cpu
+    if dtype == 'bf16' and not native_bf16_cpu():
+        pytest.skip('this CPU has no native bfloat16')
+    torch.manual_seed(0)
+    small = dict(depths=(1, 1, 2, 1), attn_type='IISS')
+    eager = build_tiny('swin', **small).eval()
+    model = build_tiny('swin', **small).eval()
+    model.load_state_dict(eager.state_dict())
+    compiling.compile_for_inference(model, stream=io.StringIO())
+    counters.clear()
+    bound = 2e-2 if dtype == 'bf16' else 1e-4
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=dtype == 'bf16'):
+        for shape, valid_hw in PIPELINE[:2]:
+            x = torch.randn(*shape)
+            out, ref = model(x, valid_hw), eager(x, valid_hw)
+            for o, r in zip(out, ref):
+                assert ((o.float() - r.float()).norm() / r.float().norm()).item() < bound
+    assert counters['stats']['unique_graphs'] == 1
