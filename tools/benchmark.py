@@ -266,6 +266,11 @@ def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
 
     from inline_dense.analysis import gemm
     from inline_dense.deploy.anchors import anchor_rows, format_anchor_rows
+    from inline_dense.runtime.allocator import tool_default
+    # One process for every runtime: it gets the tools' allocator (unless --no-keep-freed-memory), as the
+    # tools' own CPU runs do; ONNX Runtime and OpenVINO allocate through their own arenas.
+    kept = args.keep_freed_memory and tool_default('cpu')
+    print(f'[benchmark] allocator: {"glibc, freed memory kept" if kept else "default"}', flush=True)
     threads = args.threads or torch.get_num_threads()
     rates = gemm.gemm_rates(['fp32', *[d for d in args.dtype if d != 'fp32']], threads)
     print(gemm.format_rates(rates), flush=True)
@@ -277,7 +282,8 @@ def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
             print(format_anchor_rows(name, hw, rows), flush=True)
             results.append(dict(model=name, height=hw[0], width=hw[1], threads=threads, rows=rows))
     return dict(kind='anchors', machine=report.machine_info('cpu'), gemm=rates, warmup=args.warmup, runs=args.runs,
-                command=' '.join(sys.argv), results=results)
+                allocator='glibc, freed memory kept' if kept else 'default', command=' '.join(sys.argv),
+                results=results)
 
 
 def run_dtype_error(args: argparse.Namespace) -> dict[str, Any]:

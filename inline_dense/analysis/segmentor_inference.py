@@ -15,8 +15,10 @@ job runs in a fresh subprocess (:mod:`.jobs`: its own peak resident memory; the 
 and memory tracker as the sweep), random weights (the time does not depend on them).
 
     python tools/benchmark.py --segmentor-inference --threads 1 --warmup 1 --runs 2 --rounds 2
+    python tools/benchmark.py --segmentor-inference --skip 'upernet_swin-t*' 'upernet_inline-deit-s*'  # growth rows
     python -m inline_dense.analysis.segmentor_inference JOB   # one job (what each subprocess runs)
 """
+import fnmatch
 import os
 import sys
 from collections.abc import Sequence
@@ -146,8 +148,9 @@ def print_report(rows: list[dict[str, Any]]) -> None:
 def benchmark(args: Any, root: str) -> dict[str, Any]:
     """``tools/benchmark.py --segmentor-inference``: every row of :data:`ROWS` in its own subprocess,
     ``args.rounds`` times interleaved; prints the report, returns the payload (kind 'segmentor_inference')."""
-    planned = plan(root, device=args.device, batch=1, warmup=args.warmup, runs=args.runs,
-                   threads=args.threads or None)
+    planned = [job for job in plan(root, device=args.device, batch=1, warmup=args.warmup, runs=args.runs,
+                                   threads=args.threads or None)
+               if not any(fnmatch.fnmatch(job.label, pat) for pat in getattr(args, 'skip', None) or ())]
     with report.JobProgress(len(planned) * args.rounds, 'segmentor inference') as bar:
         rows = jobs.run_sweep(planned, args.rounds, args.job_timeout, args.keep_freed_memory,
                               on_start=bar.note, on_done=bar.advance, worker=__name__)

@@ -75,17 +75,26 @@ RECIPES = {
     # the Semantic FPN recipe of the PVT configs (CSWin publishes none), CSWin's ADE20K drop path
     'fpn_cswin_80k': dict(scope='mmseg', lr=2e-4, wd=1e-4, iters=80000, warmup=0, poly_power=0.9,
                           batch=4, drop_path=CSWIN_SEG_DROP_PATH),
+    # Cityscapes: the Swin UperNet optimiser on mmseg's 80k Cityscapes schedule, 512x1024 crops, 19
+    # classes, tested on the whole image
+    'upernet_swin_cityscapes-80k': dict(scope='mmseg', lr=6e-5, wd=0.01, iters=80000, warmup=1500, poly_power=1.0,
+                                        batch=2, drop_path=0.3, classes=19, crop=(512, 1024), test_mode='whole'),
+    'upernet_cswin_cityscapes-80k': dict(scope='mmseg', lr=6e-5, wd=0.01, iters=80000, warmup=1500,
+                                         poly_power=1.0, batch=2, drop_path=CSWIN_SEG_DROP_PATH, classes=19,
+                                         crop=(512, 1024), test_mode='whole'),
 }
 NAME = re.compile(r'^(?P<model>mask-rcnn|cascade-mask-rcnn|retinanet|fpn|upernet)_inline-(?P<kind>swin|pvt|cswin)-'
                   r'(?P<size>[tsmbl])_'
-                  r'(?:fpn_)?(?P<schedule>1x|ms-crop-3x|4xb4-80k|8xb2-160k)_(?P<data>coco|ade20k-512x512)$')
+                  r'(?:fpn_)?(?P<schedule>1x|ms-crop-3x|4xb4-80k|8xb2-80k|8xb2-160k)_'
+                  r'(?P<data>coco|ade20k-512x512|cityscapes-512x1024)$')
 
 
 def parse_name(path: Path) -> dict:
     m = NAME.match(path.stem)
     assert m, f'{path.name} does not follow <model>_inline-<swin|pvt|cswin>-<size>_..._<schedule>_<dataset>.py'
     info = m.groupdict()
-    schedule = {'4xb4-80k': '80k', '8xb2-160k': '160k'}.get(info['schedule'], info['schedule'])
+    schedule = {'4xb4-80k': '80k', '8xb2-80k': 'cityscapes-80k', '8xb2-160k': '160k'}.get(info['schedule'],
+                                                                                       info['schedule'])
     info['family'] = f"{info['model']}_{info['kind']}_{schedule}"
     info['variant'] = (info['kind'], info['size'])
     return info
@@ -138,7 +147,10 @@ def test_every_expected_config_exists():
         + [f'upernet_inline-cswin-{s}_8xb2-160k_ade20k-512x512.py' for s in 'tsb']
         + [f'fpn_inline-cswin-{s}_4xb4-80k_ade20k-512x512.py' for s in 'tsb']
         + ['cascade-mask-rcnn_inline-swin-t_fpn_1x_coco.py']
-        + [f'cascade-mask-rcnn_inline-swin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb'])
+        + [f'cascade-mask-rcnn_inline-swin-{s}_fpn_ms-crop-3x_coco.py' for s in 'tsb']
+        # Cityscapes UperNet: InLine-Swin-T/S/B and InLine-CSwin-T
+        + [f'upernet_inline-swin-{s}_8xb2-80k_cityscapes-512x1024.py' for s in 'tsb']
+        + ['upernet_inline-cswin-t_8xb2-80k_cityscapes-512x1024.py'])
     assert sorted(set(expected) - names) == [], 'missing configs'
     assert sorted(names - set(expected)) == [], 'configs this test does not know'
 
@@ -196,8 +208,10 @@ def test_recipe(path: Path):
         poly = schedulers['PolyLR']
         assert (poly.power, poly.eta_min, poly.begin, poly.end) == (recipe['poly_power'], 0.0, recipe['warmup'],
                                                                     recipe['iters'])
-        assert cfg.model.decode_head.num_classes == 150
-        assert cfg.crop_size == (512, 512)
+        heads = [cfg.model.decode_head, *([cfg.model.auxiliary_head] if 'auxiliary_head' in cfg.model else [])]
+        assert [h.num_classes for h in heads] == [recipe.get('classes', 150)] * len(heads)
+        assert cfg.crop_size == recipe.get('crop', (512, 512))
+        assert cfg.model.test_cfg.mode == recipe.get('test_mode', 'whole')
 
 
 # One config per recipe family (model, backbone kind, schedule): the settings these tests

@@ -27,7 +27,11 @@ def test_every_expected_config_exists():
     expected = ({f'dino-4scale_inline-{k}-{s}_8xb2-{e}_coco.py' for k in ('swin', 'cswin') for s in 'tsb'
                  for e in ('12e', '24e')}
                 | {f'mask2former_inline-swin-{s}_8xb2-lsj-50e_coco.py' for s in 'tsb'}
-                | {f'mask2former_inline-{k}-{s}_8xb2-160k_ade20k-512x512.py' for k in ('swin', 'cswin') for s in 'tsb'})
+                | {f'mask2former_inline-{k}-{s}_8xb2-160k_ade20k-512x512.py' for k in ('swin', 'cswin') for s in 'tsb'}
+                | {f'mask2former_inline-{k}-{s}_8xb2-lsj-50e_coco-panoptic.py'
+                   for k in ('swin', 'cswin') for s in 'tsb'}
+                | {f'mask2former_inline-swin-{s}_8xb2-90k_cityscapes-512x1024.py' for s in 'tsb'}
+                | {'mask2former_inline-cswin-t_8xb2-90k_cityscapes-512x1024.py'})
     assert {p.name for p in CONFIGS} == expected
 
 
@@ -60,10 +64,21 @@ def test_recipe(path: Path):
         assert cfg.model.panoptic_head.in_channels == channels
         assert cfg.model.type == 'Mask2Former'
         assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters) == (1e-4, 0.05, 368750)
+    elif path.stem.endswith('coco-panoptic'):  # COCO panoptic: 80 things, 53 stuff, PQ
+        head = cfg.model.panoptic_head
+        assert head.in_channels == channels
+        assert (head.num_things_classes, head.num_stuff_classes) == (80, 53)
+        assert cfg.model.test_cfg.panoptic_on
+        assert cfg.model.type == 'Mask2Former'
+        assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters) == (1e-4, 0.05, 368750)
+        assert 'CocoPanopticMetric' in [m.type for m in cfg.val_evaluator]
     else:
+        on_cityscapes = path.stem.endswith('cityscapes-512x1024')
         assert cfg.model.decode_head.in_channels == channels
-        assert cfg.model.decode_head.num_classes == 150
-        assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters, cfg.crop_size) == (1e-4, 0.05, 160000, (512, 512))
+        assert cfg.model.decode_head.num_classes == (19 if on_cityscapes else 150)
+        assert cfg.model.test_cfg.mode == 'whole'
+        assert (opt.lr, opt.weight_decay, cfg.train_cfg.max_iters, cfg.crop_size) == (
+            (1e-4, 0.05, 90000, (512, 1024)) if on_cityscapes else (1e-4, 0.05, 160000, (512, 512)))
     assert cfg.train_dataloader.batch_size == 2
 
 
