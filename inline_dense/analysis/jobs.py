@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..runtime.allocator import minor_faults
+from ..runtime.compiling import compile_for_inference
 from ..runtime.precision import DTYPES, autocast
 from ..typing import HW
 from .memory import KEEP_FREED_ENV, peak_tracker
@@ -120,7 +121,6 @@ def measure_job(job: Job) -> Measurement:
     if job.path == 'compiled':
         if job.mode != 'infer':
             raise ValueError('the compiled path is for inference: measure it with --modes infer')
-        from ..runtime.compiling import compile_for_inference
         if not compile_for_inference(model):
             raise RuntimeError('not compiled (no C++ compiler for inductor)')
     step = make_step(model, x, job.mode)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..runtime.compiling import compile_for_inference
 from ..runtime.precision import autocast, native_bf16_cpu
 from .onnx_export import BackboneOutputs, export_with_fallback
 
@@ -100,7 +101,6 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
     if native_bf16_cpu():
         add('eager', 'bf16', run(model, torch.bfloat16))
     if compiled:
-        from ..runtime.compiling import compile_for_inference
         twin = copy.deepcopy(model)
         if compile_for_inference(twin):  # else one line said why; the rows are left out
             add('compiled', 'fp32', run(twin, None))
