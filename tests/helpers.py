@@ -135,3 +135,27 @@ def module_chains(call: Callable[[], Any], package: str) -> set[tuple[str, ...]]
     finally:
         sys.setprofile(None)
     return chains
+
+
+def quick_toy_options(max_iters: int) -> list[str]:
+    """``--cfg-options`` for a toy run of ``max_iters`` iterations: batch 2, seed 0, a checkpoint and a log
+    line every iteration, data loaded in the main process."""
+    opts = [f'train_cfg.max_iters={max_iters}', 'train_dataloader.batch_size=2', 'randomness.seed=0',
+            'default_hooks.checkpoint.interval=1', 'default_hooks.logger.interval=1']
+    for loader in ('train_dataloader', 'test_dataloader'):
+        opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
+    return opts
+
+
+def train_toy_checkpoint(config: str, toy_dir, work_dir):
+    """One training iteration of ``config`` through tools/train.py, run from ``toy_dir`` (where the toy data
+    sits), no validation; the path of the checkpoint it writes in ``work_dir``."""
+    import os
+    cwd = os.getcwd()
+    os.chdir(toy_dir)
+    try:
+        import_tool('train').main([config, '--work-dir', str(work_dir), '--cfg-options', 'val_cfg=None',
+                                   'val_dataloader=None', 'val_evaluator=None', *quick_toy_options(1)])
+    finally:
+        os.chdir(cwd)
+    return work_dir / 'iter_1.pth'

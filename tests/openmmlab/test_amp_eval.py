@@ -8,7 +8,7 @@ import pytest
 import torch
 from mmengine.structures import InstanceData
 
-from helpers import import_tool
+from helpers import import_tool, quick_toy_options, train_toy_checkpoint
 from inline_dense.layers.inline_attention import InLineAttention
 from inline_dense.openmmlab.engine.amp import to_float32
 from inline_dense.runtime import precision
@@ -40,26 +40,9 @@ def autocast_seen(monkeypatch):
     return seen
 
 
-def quick(max_iters: int):
-    opts = [f'train_cfg.max_iters={max_iters}', 'train_dataloader.batch_size=2', 'randomness.seed=0',
-            'default_hooks.checkpoint.interval=1', 'default_hooks.logger.interval=1']
-    for loader in ('train_dataloader', 'test_dataloader'):
-        opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
-    return opts
-
-
 @pytest.fixture(scope='module')
 def checkpoint(toy_dir, tmp_path_factory):
-    import os
-    work = tmp_path_factory.mktemp('amp_ckpt')
-    cwd = os.getcwd()
-    os.chdir(toy_dir)
-    try:
-        import_tool('train').main([CONFIG, '--work-dir', str(work), '--cfg-options', 'val_cfg=None',
-                                   'val_dataloader=None', 'val_evaluator=None', *quick(1)])
-    finally:
-        os.chdir(cwd)
-    return work / 'iter_1.pth'
+    return train_toy_checkpoint(CONFIG, toy_dir, tmp_path_factory.mktemp('amp_ckpt'))
 
 
 @pytest.mark.slow
@@ -69,7 +52,7 @@ def test_test_tool_amp(native, checkpoint, toy_dir, tmp_path, monkeypatch, autoc
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: native)
     preds = tmp_path / 'preds.pkl'
     metrics = import_tool('test').main([CONFIG, str(checkpoint), '--amp', '--work-dir', str(tmp_path),
-                                        '--out', str(preds), '--cfg-options', *quick(1),
+                                        '--out', str(preds), '--cfg-options', *quick_toy_options(1),
                                         f'visualizer.name=vis_amp_{native}'])
     assert math.isfinite(metrics['coco/bbox_mAP'])
     assert math.isfinite(metrics['coco/segm_mAP'])
@@ -87,7 +70,7 @@ def test_demo_toy_amp_trains_and_evaluates_in_bf16(toy_dir, tmp_path, monkeypatc
     monkeypatch.chdir(toy_dir)
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     metrics = import_tool('demo_toy').main(['--amp', '--max-iters', '2', '--work-dir', str(tmp_path),
-                                            '--num-pictures', '1', '--cfg-options', *quick(2)[1:]])
+                                            '--num-pictures', '1', '--cfg-options', *quick_toy_options(2)[1:]])
     assert math.isfinite(metrics['coco/bbox_mAP'])
     # every training and evaluation call under autocast; the picture (drawn after) is float32
     assert sum(autocast_seen) >= 2 * 4 + 1
@@ -104,13 +87,13 @@ def test_demo_toy_checkpoint_evaluates_those_weights_both_ways(checkpoint, toy_d
     monkeypatch.chdir(toy_dir)
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
     demo = import_tool('demo_toy')
-    opts = ['--num-pictures', '1', '--checkpoint', str(checkpoint), '--cfg-options', *quick(1)]
+    opts = ['--num-pictures', '1', '--checkpoint', str(checkpoint), '--cfg-options', *quick_toy_options(1)]
     fp32 = demo.main(['--work-dir', str(tmp_path / 'fp32'), *opts, 'visualizer.name=vis_demo_fp32'])
     assert autocast_seen
     assert not any(autocast_seen)
     assert not list((tmp_path / 'fp32').glob('iter_*.pth')), 'the demo trained although given --checkpoint'
     tested = import_tool('test').main([CONFIG, str(checkpoint), '--work-dir', str(tmp_path / 'test'),
-                                       '--cfg-options', *quick(1), 'visualizer.name=vis_demo_ckpt'])
+                                       '--cfg-options', *quick_toy_options(1), 'visualizer.name=vis_demo_ckpt'])
     assert fp32['coco/bbox_mAP'] == tested['coco/bbox_mAP']
     assert fp32['coco/segm_mAP'] == tested['coco/segm_mAP']
     autocast_seen.clear()

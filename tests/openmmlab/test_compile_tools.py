@@ -3,39 +3,22 @@
 model is eager again after the test. torch.compile runs dynamo's capture with a counting backend here (the
 graphs and their guards are dynamo's; inductor's kernels are checked in tests/runtime/test_compiling.py)."""
 import math
-import os
 from pathlib import Path
 
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from helpers import import_tool
+from helpers import import_tool, quick_toy_options, train_toy_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / 'configs' / 'toy' / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
 pytestmark = pytest.mark.usefixtures('one_thread')
 
 
-def quick(max_iters: int):
-    opts = [f'train_cfg.max_iters={max_iters}', 'train_dataloader.batch_size=2', 'randomness.seed=0',
-            'default_hooks.checkpoint.interval=1', 'default_hooks.logger.interval=1']
-    for loader in ('train_dataloader', 'test_dataloader'):
-        opts += [f'{loader}.num_workers=0', f'{loader}.persistent_workers=False']
-    return opts
-
-
 @pytest.fixture(scope='module')
 def checkpoint(toy_dir, tmp_path_factory):
-    work = tmp_path_factory.mktemp('compile_ckpt')
-    cwd = os.getcwd()
-    os.chdir(toy_dir)
-    try:
-        import_tool('train').main([CONFIG, '--work-dir', str(work), '--cfg-options', 'val_cfg=None',
-                                   'val_dataloader=None', 'val_evaluator=None', *quick(1)])
-    finally:
-        os.chdir(cwd)
-    return work / 'iter_1.pth'
+    return train_toy_checkpoint(CONFIG, toy_dir, tmp_path_factory.mktemp('compile_ckpt'))
 
 
 @pytest.fixture
@@ -61,7 +44,7 @@ def test_test_tool_compile(amp, checkpoint, toy_dir, tmp_path, monkeypatch, coun
     monkeypatch.chdir(toy_dir)
     tool = import_tool('test')
     extra = ['--amp'] if amp else []
-    options = ['--cfg-options', *quick(1)]
+    options = ['--cfg-options', *quick_toy_options(1)]
     eager = tool.main([CONFIG, str(checkpoint), *extra, '--work-dir', str(tmp_path / 'eager'), *options,
                        f'visualizer.name=vis_eager_{amp}'])
     compiled = tool.main([CONFIG, str(checkpoint), *extra, '--compile', '--work-dir', str(tmp_path / 'compiled'),
