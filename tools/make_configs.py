@@ -100,10 +100,9 @@ def backbone_base(spec: FamilySpec, weights: Weights) -> str:
         f'exists, else',
         '# the download cache, else downloaded (checkpoints/README.md). To use another file, pass',
         '#   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth',
-        'inline_backbone = dict(',
-        f'    type={spec.class_name!r},',
-        f'    arch={weights.preset!r},',
-        f"    init_cfg=dict(type='Pretrained', checkpoint='inline://{weights.name}'))",
+        # one line: the bases of all variants differ only in these values, which the spec holds
+        f'inline_backbone = dict(type={spec.class_name!r}, arch={weights.preset!r},',
+        f"                       init_cfg=dict(type='Pretrained', checkpoint='inline://{weights.name}'))",
         f'# Output channels of the {len(outputs)} outputs of {title} (strides {strides}): the neck / head inputs.',
         f'inline_channels = {[o.channels for o in outputs]}',
         *_wrapped_comment(f'Stochastic depth of {title} for detection: {spec.configs.drop_path_note}.'),

@@ -4,10 +4,8 @@
 # short name inline://inline_cswin_b: checkpoints/inline_cswin_b.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineCSwin',
-    arch='base',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_cswin_b'))
+inline_backbone = dict(type='InLineCSwin', arch='base',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_cswin_b'))
 # Output channels of the 4 outputs of InLine-CSwin-B (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [96, 192, 384, 768]
 # Stochastic depth of InLine-CSwin-B for detection: CSWin publishes no detection configs, so these

@@ -4,10 +4,8 @@
 # short name inline://inline_cswin_t: checkpoints/inline_cswin_t.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineCSwin',
-    arch='tiny',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_cswin_t'))
+inline_backbone = dict(type='InLineCSwin', arch='tiny',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_cswin_t'))
 # Output channels of the 4 outputs of InLine-CSwin-T (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [64, 128, 256, 512]
 # Stochastic depth of InLine-CSwin-T for detection: CSWin publishes no detection configs, so these

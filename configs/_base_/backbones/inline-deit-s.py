@@ -4,10 +4,8 @@
 # short name inline://inline_deit_s: checkpoints/inline_deit_s.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineDeiT',
-    arch='small',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_deit_s'))
+inline_backbone = dict(type='InLineDeiT', arch='small',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_deit_s'))
 # Output channels of the 12 outputs of InLine-DeiT-S (strides each 16: one per block): the neck / head inputs.
 inline_channels = [320, 320, 320, 320, 320, 320, 320, 320, 320, 320, 320, 320]
 # Stochastic depth of InLine-DeiT-S for detection: ViTDet's and mmseg's ViT-B rate (0.1) for every

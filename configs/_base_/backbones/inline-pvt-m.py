@@ -4,10 +4,8 @@
 # short name inline://inline_pvt_m: checkpoints/inline_pvt_m.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLinePVT',
-    arch='medium',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_pvt_m'))
+inline_backbone = dict(type='InLinePVT', arch='medium',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_pvt_m'))
 # Output channels of the 4 outputs of InLine-PVT-M (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [64, 128, 320, 512]
 # Stochastic depth of InLine-PVT-M for detection: mmdet's PVT default (0.1) for every size; the

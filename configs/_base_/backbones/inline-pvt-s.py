@@ -4,10 +4,8 @@
 # short name inline://inline_pvt_s: checkpoints/inline_pvt_s.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLinePVT',
-    arch='small',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_pvt_s'))
+inline_backbone = dict(type='InLinePVT', arch='small',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_pvt_s'))
 # Output channels of the 4 outputs of InLine-PVT-S (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [64, 128, 320, 512]
 # Stochastic depth of InLine-PVT-S for detection: mmdet's PVT default (0.1) for every size; the

@@ -4,10 +4,8 @@
 # short name inline://inline_swin_b: checkpoints/inline_swin_b.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineSwin',
-    arch='base',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_b'))
+inline_backbone = dict(type='InLineSwin', arch='base',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_b'))
 # Output channels of the 4 outputs of InLine-Swin-B (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [128, 256, 512, 1024]
 # Stochastic depth of InLine-Swin-B for detection: the Swin detection recipes (mmdet configs/swin:

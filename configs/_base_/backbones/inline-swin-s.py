@@ -4,10 +4,8 @@
 # short name inline://inline_swin_s: checkpoints/inline_swin_s.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineSwin',
-    arch='small',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_s'))
+inline_backbone = dict(type='InLineSwin', arch='small',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_s'))
 # Output channels of the 4 outputs of InLine-Swin-S (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [96, 192, 384, 768]
 # Stochastic depth of InLine-Swin-S for detection: the Swin detection recipes (mmdet configs/swin:

@@ -4,10 +4,8 @@
 # short name inline://inline_swin_t: checkpoints/inline_swin_t.pth if that file exists, else
 # the download cache, else downloaded (checkpoints/README.md). To use another file, pass
 #   --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
-inline_backbone = dict(
-    type='InLineSwin',
-    arch='tiny',
-    init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_t'))
+inline_backbone = dict(type='InLineSwin', arch='tiny',
+                       init_cfg=dict(type='Pretrained', checkpoint='inline://inline_swin_t'))
 # Output channels of the 4 outputs of InLine-Swin-T (strides 4, 8, 16, 32): the neck / head inputs.
 inline_channels = [96, 192, 384, 768]
 # Stochastic depth of InLine-Swin-T for detection: the Swin detection recipes (mmdet configs/swin:

@@ -23,17 +23,9 @@ test_pipeline = [
     dict(type='LoadAnnotations', reduce_zero_label=True),
     dict(type='PackSegInputs'),
 ]
-train_dataloader = dict(
-    batch_size=4,
-    num_workers=1,
-    persistent_workers=True,
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data, pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=1,
-    num_workers=1,
-    persistent_workers=True,
-    dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data, pipeline=test_pipeline))
+# batch sizes, samplers and the evaluator (mIoU): the ADE20K base's
+train_dataloader = dict(num_workers=1, dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                                    pipeline=train_pipeline))
+val_dataloader = dict(num_workers=1, dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                                  pipeline=test_pipeline))
 test_dataloader = val_dataloader
-val_evaluator = dict(type='IoUMetric', iou_metrics=['mIoU'])
-test_evaluator = val_evaluator

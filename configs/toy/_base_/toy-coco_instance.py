@@ -22,26 +22,12 @@ test_pipeline = [
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-# annotation files, image folders and filters: the COCO base's
-train_dataloader = dict(
-    batch_size=4,
-    num_workers=1,
-    persistent_workers=True,
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        toy_data=toy_data,
-        pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=1,
-    num_workers=1,
-    persistent_workers=True,
-    dataset=dict(
-        type=dataset_type,
-        data_root=data_root,
-        toy_data=toy_data,
-        pipeline=test_pipeline))
+# annotation files, image folders, filters and the batch sampler: the COCO base's
+train_dataloader = dict(batch_size=4, num_workers=1, sampler=dict(type='InfiniteSampler'),
+                        dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                     pipeline=train_pipeline))
+val_dataloader = dict(num_workers=1, dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                                  pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json', metric=['bbox', 'segm'],

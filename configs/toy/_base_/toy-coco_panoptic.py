@@ -26,18 +26,12 @@ test_pipeline = [
     dict(type='LoadPanopticAnnotations', backend_args=backend_args),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-# annotation files, image and PNG folders, filters: the COCO panoptic base's
-train_dataloader = dict(
-    batch_size=4,
-    num_workers=1,
-    persistent_workers=True,
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data, pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=1,
-    num_workers=1,
-    persistent_workers=True,
-    dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data, pipeline=test_pipeline))
+# annotation files, image and PNG folders, filters and the batch sampler: the COCO panoptic base's
+train_dataloader = dict(batch_size=4, num_workers=1, sampler=dict(type='InfiniteSampler'),
+                        dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                     pipeline=train_pipeline))
+val_dataloader = dict(num_workers=1, dataset=dict(type=dataset_type, data_root=data_root, toy_data=toy_data,
+                                                  pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 # as mmdet's Mask2Former panoptic recipe: PQ / SQ / RQ (all, things, stuff; per class), and box / mask AP
