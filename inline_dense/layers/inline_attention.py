@@ -371,8 +371,14 @@ class InLineAttention(nn.Module):
         return self.context_from_keys(k, cast(vf, torch.float32), count, F.linear(mean_x, wk, bk), mean_v)
 
     def centred_gram(self, n: int) -> bool:
-        """Whether eager bfloat16 autocast takes ``context_from_centred`` for N tokens (``impl`` and ``use_gram``)."""
-        return self.impl != 'folded_keys' and (self.impl == 'folded_gram' or self.use_gram(n))
+        """Whether eager bfloat16 autocast takes ``context_from_centred`` for N tokens (``impl``; for 'auto',
+        from N > C on).
+
+        Its N*C*C product is a bfloat16 GEMM, while the keys route's k projection (N*C*C too) runs in
+        float32 with float32 copies of x and v: with a matrix unit several times faster in bfloat16, the
+        Gram way wins once its float32 C^3 + C*C*d share is small next to N*C*C, about from N > C on,
+        far below ``use_gram``'s count (which weighs both at one rate): 385 vs 4993 tokens at C = 384, 12 heads."""
+        return self.impl != 'folded_keys' and (self.impl == 'folded_gram' or n > self.embed_dims)
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
