@@ -13,6 +13,13 @@ TorchDispatchMode active (FLOP counters see the plain ops), float32 or bfloat16 
 on a CPU with native bfloat16 the inputs and the weight are cast as autocast would). Everywhere else it
 is ``F.linear`` followed by the activation and the add: the same function, the same parameters
 (nothing is added to a module or its state dict). :func:`fusion_enabled` turns it off for comparisons.
+
+Under bfloat16 autocast on the CPU the blocks' tokens are bfloat16: a convolution's output is, and
+LayerNorm and the adds keep their input's dtype. A float32 tensor added to them (a learned position
+embedding) makes them float32 from there on: every residual add then mixes float32 and bfloat16 (on one
+core several times slower than an add of one dtype), fc2's fused residual add cannot take them, and every
+linear layer casts its input back. In the same eager inference path :func:`in_token_dtype` rounds such a
+tensor to bfloat16 first, so the stream stays bfloat16 (as InLine-Swin's always is).
 """
 import contextlib
 import functools
@@ -24,7 +31,7 @@ import torch.nn.functional as F
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .tensor_utils import traced
+from .tensor_utils import channels_last, traced
 
 ACTIVATIONS = ('none', 'gelu')
 
@@ -114,6 +121,28 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act
         return torch.ops.mkldnn._linear_pointwise.binary(xin, other, w, b, 'add')
     y = torch.ops.mkldnn._linear_pointwise(xin, w, b, activation, [], 'none' if activation == 'gelu' else '')
     return y if residual is None else residual + y
+
+
+def in_token_dtype(t: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``t`` (to be added to ``tokens``) in the tokens' bfloat16 where they are bfloat16 in eager CPU
+    inference under bfloat16 autocast (:func:`fused_dtype`), else ``t`` itself: ``tokens + t`` then stays
+    bfloat16 (see the module's docstring). Not scriptable (a scripted model adds ``t`` as it is)."""
+    if is_fx_symbolic_tracing() or not torch.is_autocast_enabled('cpu'):  # a proxy's dtype is no bool
+        return t
+    if tokens.dtype == torch.bfloat16 and t.dtype != tokens.dtype and fused_dtype(tokens) == torch.bfloat16:
+        return t.to(tokens.dtype)
+    return t
+
+
+def conv_input(x: torch.Tensor) -> torch.Tensor:
+    """A convolution's input map (B, C, H, W), channels-last (``tensor_utils.channels_last``); float32 ``x``
+    in eager CPU inference under bfloat16 autocast (:func:`fused_dtype`) comes out bfloat16 in the same copy,
+    the cast the convolution would make (instead of a layout copy, then autocast's cast). Not scriptable
+    (a scripted model calls ``channels_last``)."""
+    if (not is_fx_symbolic_tracing() and torch.is_autocast_enabled('cpu') and x.dtype == torch.float32
+            and fused_dtype(x) == torch.bfloat16):
+        return x.to(torch.bfloat16, memory_format=torch.channels_last)
+    return channels_last(x)
 
 
 def plain_linear(module: torch.nn.Module) -> bool:

@@ -292,19 +292,21 @@ class InLineAttention(nn.Module):
         ``context_from_centred``), else None."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
-        # the bfloat16 Gram reads x as it is: no float32 copy of it, the sums accumulate in float32
-        xf = x if xl is not None and self.centred_gram(n) else cast(x, torch.float32)
         keep_f: torch.Tensor | None = None
         if keep is None:
-            count = token_count(xf)
-            xs = xf
+            count = token_count(x)
         else:
             keep_f = keep.to(torch.float32)
             count = keep_f.sum(1).clamp_min(1)  # (B, 1)
-            xs = xf * keep.to(xf.dtype)
-        mean_x = xs.sum(1, dtype=torch.float32) / count  # (B, C)
-        mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
-        ctx = self.folded_context(xf, v, keep_f, count, mean_x, mean_v, xl)
+        if xl is not None and self.centred_gram(n):  # the bfloat16 Gram reads x as it is: no float32 copy of it
+            mean_x, ctx = self.context_from_centred(xl, keep_f, count)
+            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+        else:
+            xf = cast(x, torch.float32)
+            xs = xf if keep is None else xf * keep.to(xf.dtype)
+            mean_x = xs.sum(1, dtype=torch.float32) / count  # (B, C)
+            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+            ctx = self.folded_context(xf, v, keep_f, count, mean_x, mean_v)
         ctx = ctx * self.scale  # (B, h, d, d)
         # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
         fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
@@ -315,17 +317,14 @@ class InLineAttention(nn.Module):
         return mean_x, fold, bias
 
     def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
-                       count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor,
-                       xl: torch.Tensor | None = None) -> torch.Tensor:
+                       count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Unscaled ctx (B, h, d, d), float32, by the route ``impl`` asks for (see ``use_gram``).
 
         ``xf`` x, (B, N, C) float32, and ``vf`` v (zero at padded tokens), (B, N, C), cast to float32
         by the keys route only; ``keep`` (B, N, 1) float32 mask of real tokens or None; count (B, 1);
-        means (B, C); ``xl`` x in bfloat16 (eager bf16 autocast) or None. The weights are read
-        inside each route: ``torch.cond`` takes no inputs that alias each other.
+        means (B, C). The weights are read inside each route: ``torch.cond`` takes no inputs that
+        alias each other. (Eager bfloat16 autocast takes ``context_from_centred`` where it takes the Gram.)
         """
-        if xl is not None and self.centred_gram(xf.shape[1]):
-            return self.context_from_centred(xl, keep, count, mean_x)
         if self.impl == 'folded_gram':
             return self.context_route_gram(xf, keep, count, mean_x)
         if self.impl == 'folded_keys':
@@ -372,8 +371,14 @@ class InLineAttention(nn.Module):
         return self.context_from_keys(k, cast(vf, torch.float32), count, F.linear(mean_x, wk, bk), mean_v)
 
     def centred_gram(self, n: int) -> bool:
-        """Whether eager bfloat16 autocast takes ``context_from_centred`` for N tokens (``impl`` and ``use_gram``)."""
-        return self.impl != 'folded_keys' and (self.impl == 'folded_gram' or self.use_gram(n))
+        """Whether eager bfloat16 autocast takes ``context_from_centred`` for N tokens (``impl``; for 'auto',
+        from N > C on).
+
+        Its N*C*C product is a bfloat16 GEMM, while the keys route's k projection (N*C*C too) runs in
+        float32 with float32 copies of x and v: with a matrix unit several times faster in bfloat16, the
+        Gram way wins once its float32 C^3 + C*C*d share is small next to N*C*C, about from N > C on,
+        far below ``use_gram``'s count (which weighs both at one rate): 385 vs 4993 tokens at C = 384, 12 heads."""
+        return self.impl != 'folded_keys' and (self.impl == 'folded_gram' or n > self.embed_dims)
 
     def use_gram(self, n: int) -> bool:
         """Whether ``context_from_gram`` is cheaper than ``context_from_keys`` for N tokens.
@@ -404,26 +409,30 @@ class InLineAttention(nn.Module):
         right = (cov @ wv.t()).view(b, c, heads, d).transpose(1, 2)  # (B, h, C, d)
         return wk.view(1, heads, d, c) @ right
 
-    def context_from_centred(self, xl: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor,
-                             mean_x: torch.Tensor) -> torch.Tensor:
-        """``context_from_gram`` under bfloat16 autocast: the covariance as one bfloat16 GEMM (float32
-        accumulation inside) over x centred on its mean, so that no ``E[x x^T] - mean mean^T`` cancels
-        in 8-bit mantissas; xl (B, N, C) bfloat16, ``keep`` (B, N, 1) float32 or None, count (B, 1),
-        mean_x (B, C) float32 -> unscaled ctx (B, h, d, d), float32.
+    def context_from_centred(self, xl: torch.Tensor, keep: torch.Tensor | None,
+                             count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean and ``context_from_gram`` under bfloat16 autocast, without a float32 copy of x: xl (B, N, C)
+        bfloat16, ``keep`` (B, N, 1) float32 or None, count (B, 1) -> mean(x) (B, C) and unscaled ctx
+        (B, h, d, d), float32.
 
-        With m the mean rounded to bfloat16, ``sum (x - m)(x - m)^T / N = Cov(x) + (mean - m)(mean - m)^T``;
-        the last term is taken off in float32.
+        The covariance is one bfloat16 GEMM (float32 accumulation inside) over x centred on ``m``, a
+        bfloat16 estimate of its mean, so that no ``E[x x^T] - mean mean^T`` cancels in 8-bit mantissas.
+        ``m`` comes from a bfloat16 sum (float32 accumulation, one rounding: relative error 2^-9); the
+        sum of the centred values, small, gives ``delta = mean - m`` to 2^-9 of itself, so mean(x) is
+        ``m + delta`` to about 2^-18 of it; and ``sum (x - m)(x - m)^T / N = Cov(x) + delta delta^T``, the last
+        term taken off in float32.
         """
         c = self.embed_dims
         w = cast(self.qkv.weight, torch.float32)
-        m = mean_x.to(xl.dtype)
+        xs = xl if keep is None else xl * keep.to(xl.dtype)
+        m = (xs.sum(1).float() / count).to(xl.dtype)  # (B, C)
         centred = xl - m.unsqueeze(1)
         cs = centred if keep is None else centred * keep.to(xl.dtype)
-        delta = mean_x - m.float()
+        delta = cs.sum(1).float() / count
         # one 2-D product per sample: the batched bfloat16 product copies its transposed operand first
         gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(xl.shape[0])])
         cov = gram.float() / count.unsqueeze(-1) - delta.unsqueeze(2) * delta.unsqueeze(1)
-        return self.context_from_cov(cov, w[c:2 * c], w[2 * c:])
+        return m.float() + delta, self.context_from_cov(cov, w[c:2 * c], w[2 * c:])
 
     def context_from_keys(self, k: torch.Tensor, v: torch.Tensor, count: torch.Tensor,
                           mean_k: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:

@@ -134,3 +134,59 @@ def test_folded_autocast_reductions_stay_float32():
     err_ref = (ref - exact).abs().max()
     err_fast = (fast - exact).abs().max()
     assert err_fast <= 2 * err_ref + 1e-3 * exact.abs().max()
+
+
+@pytest.mark.parametrize('masked', [False, True])
+def test_centred_bf16_context_keeps_float32_means(masked):
+    """Eager bfloat16: the mean and the token covariance come from bfloat16 sums and one bfloat16 Gram
+    (no float32 copy of x), yet the mean is good to about 2^-18 of it (a bfloat16 mean is off by up to
+    2^-9 of it) and the context matches the float64 covariance's within bfloat16's rounding of the centred tokens."""
+    attn = make(48, 2).eval()
+    g = torch.Generator().manual_seed(5)
+    n = 3000
+    x = (torch.randn(2, n, 48, generator=g) * 3 + 200).bfloat16()  # a mean far above the spread
+    keep = None
+    xd = x.double()
+    count = torch.full((2, 1), float(n), dtype=torch.float32)
+    if masked:
+        keep = (torch.arange(n) < torch.tensor([[n], [2000]])).unsqueeze(-1).float()  # (2, N, 1)
+        count = keep.sum(1)
+    weights = torch.ones(2, n, 1, dtype=torch.float64) if keep is None else keep.double()
+    mean = (xd * weights).sum(1) / weights.sum(1)
+    centred = (xd - mean.unsqueeze(1)) * weights
+    cov = centred.transpose(1, 2) @ centred / weights.sum(1).unsqueeze(-1)
+    c = attn.embed_dims
+    w = attn.qkv.weight.detach().double()
+    exact_ctx = attn.context_from_cov(cov, w[c:2 * c], w[2 * c:])
+    with torch.no_grad():
+        got_mean, got_ctx = attn.context_from_centred(x, keep, count)
+    assert got_mean.dtype == got_ctx.dtype == torch.float32
+    assert rel(got_mean, mean) < 2e-5
+    assert rel(mean.bfloat16(), mean) > 2e-5  # what a bfloat16 mean would give
+    assert rel(got_ctx, exact_ctx) < 1e-2
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b).norm() / b.norm()).item()
+
+
+@pytest.mark.parametrize(('c', 'heads', 'hw'), [(96, 3, (12, 16)), (128, 8, (20, 40))])
+def test_bf16_centred_gram_below_the_float32_threshold(c, heads, hw):
+    """Eager bfloat16 takes the centred Gram from N > C on, where float32 would take the keys: the same
+    function within bfloat16's bound, on tokens with a mean far above their spread (where the keys route,
+    whose v is rounded to bfloat16 before K^T V / N - mean(k) mean(v)^T cancels, is off by several %)."""
+    attn = make(c, heads).eval()
+    n = hw[0] * hw[1]
+    assert c < n
+    assert attn.centred_gram(n)
+    assert not attn.use_gram(n)
+    x = torch.randn(1, n, c, generator=torch.Generator().manual_seed(6)) * 3 + 20
+    with torch.no_grad():
+        exact = attn(x, hw)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            fast = attn(x, hw)
+            keys = twin(attn, 'folded_keys')(x, hw)
+    err_fast = rel(fast.float(), exact.double())
+    err_keys = rel(keys.float(), exact.double())
+    assert err_fast < 2e-2
+    assert err_keys > 2e-2

@@ -1,6 +1,7 @@
 """The eager CPU inference path of the linear layers (bias, GELU and residual add inside oneDNN's GEMM):
 the same function as ``F.linear`` + GELU + add, taken only where nothing is differentiated, and the same
-backbone outputs as the plain path for every family, float32 and bfloat16 autocast."""
+backbone outputs as the plain path for every family, float32 and bfloat16 autocast; under bfloat16 autocast
+the blocks' tokens stay bfloat16."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,7 +10,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from helpers import TINY_KINDS, build_tiny
 from inline_dense.layers import fused
-from inline_dense.runtime.precision import native_bf16_cpu
+from inline_dense.layers.block import TransformerBlock
+from inline_dense.runtime.precision import native_bf16_cpu, relative_l2, trained_scale_
 
 BF16 = pytest.mark.skipif(not native_bf16_cpu(), reason='this CPU has no native bfloat16')
 
@@ -108,3 +110,57 @@ def test_training_mode_still_differentiates(kind):
     sum(o.float().sum() for o in out).backward()
     missing = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     assert not missing
+
+
+@BF16
+@pytest.mark.parametrize('kind', TINY_KINDS)
+def test_bf16_inference_keeps_every_block_in_bf16(kind):
+    """Eager bfloat16 inference: every block takes bfloat16 tokens (a float32 position embedding is rounded
+    first, :func:`fused.in_token_dtype`), and the outputs, weights at the scale of trained ones, stay within
+    the bfloat16 bound of float32. With gradients on, autocast's own dtypes (float32 after such an add)."""
+    torch.manual_seed(0)
+    model = trained_scale_(build_tiny(kind)).eval()
+    seen = []
+    for m in model.modules():
+        if isinstance(m, TransformerBlock):
+            m.register_forward_pre_hook(lambda _m, args: seen.append(args[0].dtype))
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        ref = model(x)
+        seen.clear()
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            out = model(x)
+    assert seen
+    assert set(seen) == {torch.bfloat16}
+    assert max(relative_l2(o, r) for o, r in zip(out, ref)) < 2e-2
+    seen.clear()
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        model(x)
+    if kind in ('pvt', 'deit'):
+        assert torch.float32 in seen
+
+
+@BF16
+def test_conv_input_casts_to_bf16_only_in_bf16_inference():
+    x = torch.randn(1, 3, 16, 24)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        assert fused.conv_input(x).dtype == torch.float32  # gradients on: the convolution's autocast casts
+        with torch.no_grad():
+            y = fused.conv_input(x)
+    assert y.dtype == torch.bfloat16
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(y, x.bfloat16())
+    with torch.no_grad():
+        assert fused.conv_input(x).dtype == torch.float32
+
+
+def test_in_token_dtype_leaves_other_paths_alone():
+    pos = torch.randn(1, 6, 8)
+    tokens = torch.randn(1, 6, 8).bfloat16()
+    assert fused.in_token_dtype(pos, tokens) is pos  # gradients on
+    with torch.no_grad():
+        assert fused.in_token_dtype(pos, tokens) is pos  # no autocast: a bfloat16 model's own dtypes
+        if native_bf16_cpu():
+            with torch.autocast('cpu', dtype=torch.bfloat16):
+                assert fused.in_token_dtype(pos, tokens).dtype == torch.bfloat16
+                assert fused.in_token_dtype(pos, tokens.float()) is pos

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ...layers import padding
+from ...layers import fused, padding
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
@@ -29,7 +29,7 @@ class ConvDownsample(nn.Module):
         self.norm = nn.LayerNorm(out_dims)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
-        x = self.conv(channels_last(x))
+        x = self.conv(channels_last(x) if torch.jit.is_scripting() else fused.conv_input(x))
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
 

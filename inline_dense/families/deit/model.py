@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from ...layers import padding, position
+from ...layers import fused, padding, position
 from ...layers.arch import check_backbone_options, check_multiple_of, resolve_arch, to_2tuple_size
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, transformer_block
@@ -45,14 +45,19 @@ class DeiTEmbed(nn.Module):
         self.drop = nn.Dropout(drop_rate)
 
     def forward(self, x: torch.Tensor, valid_hw: list[HW] | None) -> tuple[torch.Tensor, HW]:
-        x = self.proj(channels_last(padding.pad_to_multiple(x, self.patch)))
+        x = padding.pad_to_multiple(x, self.patch)
+        x = self.proj(channels_last(x) if torch.jit.is_scripting() else fused.conv_input(x))
         hw = (x.shape[2], x.shape[3])
         # token-major once here: the blocks' adds keep their input's layout, and every LayerNorm would copy
         tokens = x.flatten(2).transpose(1, 2).contiguous()
-        tokens = tokens + position.stage_position(self.pos_embed[:, 1:], self.pos_hw, hw, valid_hw, self.patch,
-                                                  'bicubic')
+        pos = position.stage_position(self.pos_embed[:, 1:], self.pos_hw, hw, valid_hw, self.patch, 'bicubic')
+        if not torch.jit.is_scripting():  # eager bfloat16 inference: tokens stay bfloat16 (fused.in_token_dtype)
+            pos = fused.in_token_dtype(pos, tokens)
+        tokens = tokens + pos
         if self.with_cls_token:
             cls = (self.cls_token + self.pos_embed[:, :1]).expand(tokens.shape[0], -1, -1)
+            if not torch.jit.is_scripting():
+                cls = fused.in_token_dtype(cls, tokens)
             tokens = torch.cat([cls, tokens], 1)
         return self.drop(tokens), hw
 

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ...layers import padding, position
+from ...layers import fused, padding, position
 from ...layers.arch import check_multiple_of, to_2tuple_size
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
@@ -46,10 +46,14 @@ class PVTStage(nn.Module):
 
         ``valid_hw`` (real image sizes in pixels) and ``stride`` (this stage's, in pixels)
         place each padded image's embedding on its own grid, see ``position``."""
-        x = self.patch_embed.proj(channels_last(padding.pad_to_multiple(x, self.patch)))  # type: ignore[operator]
+        x = padding.pad_to_multiple(x, self.patch)
+        x = self.patch_embed.proj(channels_last(x) if torch.jit.is_scripting() else fused.conv_input(x))  # type: ignore[operator]
         hw = (x.shape[2], x.shape[3])
         x = self.patch_embed.norm(x.flatten(2).transpose(1, 2))  # type: ignore[operator]
-        return self.pos_drop(x + position.stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)), hw
+        pos = position.stage_position(self.pos_embed, self.pos_hw, hw, valid_hw, stride)
+        if not torch.jit.is_scripting():  # eager bfloat16 inference: tokens stay bfloat16 (fused.in_token_dtype)
+            pos = fused.in_token_dtype(pos, x)
+        return self.pos_drop(x + pos), hw
 
 
 class InLinePVT(InLineBackboneBase):

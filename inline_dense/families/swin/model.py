@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...layers import padding
+from ...layers import fused, padding
 from ...layers.backbone import InLineBackboneBase
 from ...layers.block import TransformerBlock, inline_attention, transformer_block
 from ...layers.settings import resolve_settings
@@ -28,7 +28,7 @@ class PatchEmbed(nn.Module):
         self.norm = nn.LayerNorm(dims)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, HW]:
-        x = self.proj(channels_last(x))
+        x = self.proj(channels_last(x) if torch.jit.is_scripting() else fused.conv_input(x))
         return self.norm(x.flatten(2).transpose(1, 2)), (x.shape[2], x.shape[3])
 
 
