@@ -48,7 +48,9 @@ def keep_freed_memory() -> bool:
     libc = _libc()
     if libc is None:
         return False
-    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
+    # -1 becomes SIZE_MAX in glibc (the threshold is a size_t): never trim. INT_MAX, the largest positive
+    # int, would still trim a free heap top above 2 GiB, which a segmentor's pass at 2048x4096 leaves.
+    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, -1))
 
 
 def minor_faults() -> int:

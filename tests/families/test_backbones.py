@@ -232,6 +232,24 @@ def test_registered_in_mmdet_and_mmseg():
     assert isinstance(model, InLineCSwin)
 
 
+def test_openmmlab_backbone_gives_contiguous_maps_as_mmdet_backbones_do(kind, tiny_backbone):
+    """The core returns channels-last views of its tokens; the OpenMMLab class gives the same values as
+    contiguous (B, C, H, W) maps, so that a head joining levels with maps of its own (UperNet's ``cat``)
+    meets one memory layout."""
+    pytest.importorskip('mmengine')
+    from inline_dense.openmmlab.backbones import OpenMMLabBackbone
+    model = tiny_backbone(kind).eval()
+    x = torch.randn(1, 3, 64, 96)
+    with torch.no_grad():
+        outs = model(x)
+        core_outs = super(OpenMMLabBackbone, model).forward(x)  # the core family's forward
+    assert isinstance(outs, tuple) and len(outs) == len(core_outs)
+    assert any(not o.is_contiguous() for o in core_outs)  # else this test checks nothing
+    for out, core_out in zip(outs, core_outs):
+        assert out.is_contiguous()
+        torch.testing.assert_close(out, core_out, rtol=0, atol=0)
+
+
 class OneStage(InLineBackboneBase):
     """The least a family writes: a preset, its settings resolved, its stem and stages handed to the base."""
 
