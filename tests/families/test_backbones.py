@@ -243,7 +243,8 @@ def test_openmmlab_backbone_gives_contiguous_maps_as_mmdet_backbones_do(kind, ti
     with torch.no_grad():
         outs = model(x)
         core_outs = super(OpenMMLabBackbone, model).forward(x)  # the core family's forward
-    assert isinstance(outs, tuple) and len(outs) == len(core_outs)
+    assert isinstance(outs, tuple)
+    assert len(outs) == len(core_outs)
     assert any(not o.is_contiguous() for o in core_outs)  # else this test checks nothing
     for out, core_out in zip(outs, core_outs):
         assert out.is_contiguous()
