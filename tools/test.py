@@ -1,15 +1,15 @@
 """Evaluate a trained detector or segmentor with the config's test_evaluator (COCO AP, mIoU, ...).
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out preds.pkl] [--show-dir DIR]
-                         [--allow-partial-load] [--amp] [--compile] [--cfg-options k=v ...]
+                         [--allow-partial-load] [--amp] [--compile [static]] [--cfg-options k=v ...]
                          [--launcher {none,pytorch,slurm,mpi}]
 
 A checkpoint that does not fit the config's model (another model's or dataset's) is refused,
 naming the missing / unexpected weights, unless --allow-partial-load. --amp evaluates under autocast
 (bfloat16 on a CPU with native bf16, float16 on GPU; float32, said in one line, on a CPU without it);
 the metrics get float32 predictions. --compile runs the backbone, neck and decode head compiled
-(torch.compile, inductor with freezing, dynamic sizes; inline_dense.runtime.compiling); it composes with
---amp. On the CPU the tool keeps freed memory in the process (inline_dense.runtime.allocator).
+(torch.compile, inductor with freezing, dynamic sizes; inline_dense.runtime.compiling); --compile static
+compiles a graph per input size instead (faster where every image pads to one size); it composes with --amp. On the CPU the tool keeps freed memory in the process (inline_dense.runtime.allocator).
 """
 import argparse
 import os.path as osp
@@ -42,10 +42,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--amp', action='store_true',
                         help='automatic mixed precision (float16 on GPU; bfloat16 on CPU, float32 on a CPU '
                              'without native bfloat16)')
-    parser.add_argument('--compile', action='store_true',
+    parser.add_argument('--compile', nargs='?', const='dynamic', default=None, choices=['dynamic', 'static'],
                         help='run the backbone, neck and decode head compiled (torch.compile, inductor with freezing; '
                              'the first batch compiles, a minute or more); without a C++ compiler: eager, said '
-                             'in one line')
+                             'in one line. "--compile static": a graph per input size, faster where every image '
+                             'pads to one size (Cityscapes); plain --compile: one graph for all sizes')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config settings, key=value')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
@@ -120,7 +121,7 @@ def main(argv=None) -> dict:
     if args.amp:
         enable_amp(cfg)
     if args.compile:
-        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []), dict(type='InferenceCompileHook')]
+        cfg.custom_hooks = [*(cfg.get('custom_hooks') or []), dict(type='InferenceCompileHook', sizes=args.compile)]
     launch.adapt_to_cpu(cfg)
     from mmengine.device import get_device
 

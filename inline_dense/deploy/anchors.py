@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..runtime.compiling import compile_for_inference
+from ..runtime.compiling import SIZES, compile_for_inference
 from ..runtime.precision import autocast, native_bf16_cpu
 from .onnx_export import BackboneOutputs, export_with_fallback
 
@@ -64,8 +64,8 @@ def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndar
 
 def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int = 1, runs: int = 3,
                 workdir: str | None = None, compiled: bool = True, rounds: int = 1) -> list[dict[str, Any]]:
-    """Eager fp32 / bf16, compiled fp32 / bf16 (``compiled``: a copy of the model through
-    :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 / bf16 on
+    """Eager fp32 / bf16, compiled fp32 / bf16 with dynamic and with static sizes (``compiled``: copies of the
+    model through :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 / bf16 on
     one (1, 3, H, W) input. Each runs once first (the compiled ones compile there; the outputs give the
     error), then ``rounds`` interleaved rounds (every runtime, then every runtime again) of ``warmup`` + ``runs``
     calls; ``median_ms`` and ``median_cpu_ms`` (process CPU time) are over all rounds' timed calls."""
@@ -101,11 +101,14 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
     if native_bf16_cpu():
         add('eager', 'bf16', run(model, torch.bfloat16))
     if compiled:
-        twin = copy.deepcopy(model)
-        if compile_for_inference(twin):  # else one line said why; the rows are left out
-            add('compiled', 'fp32', run(twin, None))
+        for sizes in SIZES:
+            twin = copy.deepcopy(model)
+            if not compile_for_inference(twin, sizes=sizes):  # one line said why; the rows are left out
+                break
+            label = 'compiled' if sizes == 'dynamic' else f'compiled {sizes}'
+            add(label, 'fp32', run(twin, None))
             if native_bf16_cpu():
-                add('compiled', 'bf16', run(twin, torch.bfloat16))
+                add(label, 'bf16', run(twin, torch.bfloat16))
     folder = workdir or tempfile.mkdtemp(prefix='inline_anchors_')
     path = os.path.join(folder, 'backbone.onnx')
     names = [f'stage{i}' for i in range(len(refs))]
@@ -163,7 +166,7 @@ def time_interleaved(calls: Sequence[tuple[dict[str, Any], Callable[[], Any]]], 
 def format_anchor_rows(name: str, hw: Sequence[int], rows: list[dict[str, Any]]) -> str:
     """A table; each time also as a multiple of OpenVINO's in the same precision where it ran."""
     ov = {r['precision']: r for r in rows if r['runtime'] == 'openvino' and r['median_ms']}
-    lines = [f'{name} @ {hw[0]}x{hw[1]}:', f'  {"runtime":12s} {"dtype":>5s} {"median ms":>10s} {"CPU ms":>8s} '
+    lines = [f'{name} @ {hw[0]}x{hw[1]}:', f'  {"runtime":16s} {"dtype":>5s} {"median ms":>10s} {"CPU ms":>8s} '
              f'{"rel err":>9s} {"x OpenVINO":>10s} {"(CPU t)":>8s}  note']
     for r in rows:
         ms = '-' if r['median_ms'] is None else f'{r["median_ms"]:.1f}'
@@ -173,6 +176,12 @@ def format_anchor_rows(name: str, hw: Sequence[int], rows: list[dict[str, Any]])
         vs = f'{r["median_ms"] / ref["median_ms"]:.2f}' if r['median_ms'] and ref else '-'
         vs_cpu = (f'{r["median_cpu_ms"] / ref["median_cpu_ms"]:.2f}'
                   if r.get('median_cpu_ms') and ref and ref.get('median_cpu_ms') else '-')
-        lines.append(f'  {r["runtime"]:12s} {r["precision"]:>5s} {ms:>10s} {cpu:>8s} {err:>9s} {vs:>10s} '
+        lines.append(f'  {r["runtime"]:16s} {r["precision"]:>5s} {ms:>10s} {cpu:>8s} {err:>9s} {vs:>10s} '
                      f'{vs_cpu:>8s}  {r["error"]}')
+    ours = [r for r in rows if r['runtime'] == 'eager' or r['runtime'].startswith('compiled')]
+    fp32 = next((r for r in ours if r['runtime'] == 'eager' and r['precision'] == 'fp32' and r['median_ms']), None)
+    bf16 = [r for r in ours if r['precision'] == 'bf16' and r['median_ms']]
+    if fp32 is not None and bf16:
+        best = min(bf16, key=lambda r: r['median_ms'])
+        lines.append(f'  fastest bf16 path ({best["runtime"]}) / eager fp32: {best["median_ms"] / fp32["median_ms"]:.2f}')
     return '\n'.join(lines)

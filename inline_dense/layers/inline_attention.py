@@ -246,7 +246,7 @@ class InLineAttention(nn.Module):
         # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A
         xl: torch.Tensor | None = None
         if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
-            if not traced() and bf16_autocast(x):
+            if (not traced() or compiling_for_run()) and bf16_autocast(x):
                 xl = x.to(torch.bfloat16)
         v = F.linear(x, wv, bv) if torch.jit.is_scripting() else fused.linear(x if xl is None else xl, wv, bv)
         keep: torch.Tensor | None = None
@@ -298,15 +298,12 @@ class InLineAttention(nn.Module):
         else:
             keep_f = keep.to(torch.float32)
             count = keep_f.sum(1).clamp_min(1)  # (B, 1)
-        if xl is not None and self.centred_gram(n):  # the bfloat16 Gram reads x as it is: no float32 copy of it
-            mean_x, ctx = self.context_from_centred(xl, keep_f, count)
-            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+        if xl is not None and self.impl == 'auto' and traced():
+            mean_x, mean_v, ctx = self.reductions_by_cond(x, v, keep_f, count)
+        elif xl is not None and self.centred_gram(n):  # the bfloat16 Gram reads x as it is: no float32 copy
+            mean_x, mean_v, ctx = self.centred_reductions(xl, keep_f, count, wv, bv)
         else:
-            xf = cast(x, torch.float32)
-            xs = xf if keep is None else xf * keep.to(xf.dtype)
-            mean_x = xs.sum(1, dtype=torch.float32) / count  # (B, C)
-            mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
-            ctx = self.folded_context(xf, v, keep_f, count, mean_x, mean_v)
+            mean_x, mean_v, ctx = self.float_reductions(x, v, keep_f, count, wv, bv)
         ctx = ctx * self.scale  # (B, h, d, d)
         # A[:, e, h*d + j] = sum_i Wq[h*d + i, e] ctx[h, i, j]
         fold = (cast(wq, torch.float32).t().reshape(1, c, heads, d).transpose(1, 2) @ ctx)  # (B, h, C, d)
@@ -315,6 +312,41 @@ class InLineAttention(nn.Module):
         if bq is not None:
             bias = bias + (cast(bq, torch.float32).view(1, heads, 1, d) @ ctx).reshape(b, c)
         return mean_x, fold, bias
+
+    def centred_reductions(self, xl: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor, wv: torch.Tensor,
+                           bv: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """mean(x), mean(v) (B, C) and the unscaled ctx (B, h, d, d), float32, by ``context_from_centred``
+        from x in bfloat16 (B, N, C); ``keep`` (B, N, 1) float32 or None; count (B, 1)."""
+        mean_x, ctx = self.context_from_centred(xl, keep, count)
+        mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+        return mean_x, mean_v, ctx
+
+    def float_reductions(self, x: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor,
+                         wv: torch.Tensor, bv: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As ``centred_reductions`` from x (B, N, C) in float32, by the route ``folded_context`` takes."""
+        xf = cast(x, torch.float32)
+        xs = xf if keep is None else xf * keep
+        mean_x = xs.sum(1, dtype=torch.float32) / count  # (B, C)
+        mean_v = F.linear(mean_x, cast(wv, torch.float32), None if bv is None else cast(bv, torch.float32))
+        return mean_x, mean_v, self.folded_context(xf, v, keep, count, mean_x, mean_v)
+
+    @torch.jit.unused
+    def reductions_by_cond(self, x: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Compiled under bfloat16 autocast: the eager choice of ``centred_gram`` (N > C) as a ``torch.cond``
+        on the symbolic token count, so that no size guards the graph on it (see ``context_by_cond``; the
+        weights, and x in bfloat16, are read inside each route: its inputs may not alias each other)."""
+        def v_weights() -> tuple[torch.Tensor, torch.Tensor | None]:
+            c, bias = self.embed_dims, self.qkv.bias
+            return self.qkv.weight[2 * c:], None if bias is None else bias[2 * c:]
+
+        def centred() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            return self.centred_reductions(x.to(torch.bfloat16), keep, count, *v_weights())
+
+        def plain() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            return self.float_reductions(x, v, keep, count, *v_weights())
+
+        return torch.cond(x.shape[1] > self.embed_dims, centred, plain)
 
     def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
@@ -429,8 +461,11 @@ class InLineAttention(nn.Module):
         centred = xl - m.unsqueeze(1)
         cs = centred if keep is None else centred * keep.to(xl.dtype)
         delta = cs.sum(1).float() / count
-        # one 2-D product per sample: the batched bfloat16 product copies its transposed operand first
-        gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(xl.shape[0])])
+        b = xl.shape[0]
+        if isinstance(b, int):  # one 2-D product per sample: the batched bfloat16 product copies x^T first
+            gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(b)])
+        else:  # compiled for any batch of 2 or more (a symbolic size): one graph, the batched product
+            gram = cs.transpose(1, 2) @ centred
         cov = gram.float() / count.unsqueeze(-1) - delta.unsqueeze(2) * delta.unsqueeze(1)
         return m.float() + delta, self.context_from_cov(cov, w[c:2 * c], w[2 * c:])
 

@@ -36,8 +36,8 @@ def counter(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('amp', [False, True])
-def test_test_tool_compile(amp, checkpoint, toy_dir, tmp_path, monkeypatch, counter, capsys):
+@pytest.mark.parametrize(('amp', 'sizes'), [(False, 'dynamic'), (True, 'dynamic'), (False, 'static')])
+def test_test_tool_compile(amp, sizes, checkpoint, toy_dir, tmp_path, monkeypatch, counter, capsys):
     from inline_dense.runtime.compiling import compiler_problem
     if compiler_problem() is not None:
         pytest.skip('no C++ compiler: the tool runs eagerly (tests/runtime/test_compiling.py)')
@@ -47,7 +47,8 @@ def test_test_tool_compile(amp, checkpoint, toy_dir, tmp_path, monkeypatch, coun
     options = ['--cfg-options', *quick_toy_options(1)]
     eager = tool.main([CONFIG, str(checkpoint), *extra, '--work-dir', str(tmp_path / 'eager'), *options,
                        f'visualizer.name=vis_eager_{amp}'])
-    compiled = tool.main([CONFIG, str(checkpoint), *extra, '--compile', '--work-dir', str(tmp_path / 'compiled'),
+    compile_args = ['--compile'] if sizes == 'dynamic' else ['--compile', sizes]
+    compiled = tool.main([CONFIG, str(checkpoint), *extra, *compile_args, '--work-dir', str(tmp_path / 'compiled'),
                           *options, f'visualizer.name=vis_compiled_{amp}'])
     for key in ('coco/bbox_mAP', 'coco/segm_mAP'):
         assert math.isfinite(compiled[key])
@@ -55,5 +56,7 @@ def test_test_tool_compile(amp, checkpoint, toy_dir, tmp_path, monkeypatch, coun
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith('[compile]')]
     assert any(line.startswith('[compile] backbone: compiled for ') for line in said), said
     assert any(line.startswith('[compile] neck: compiled for ') for line in said), said
-    # the toy val images, resized and padded to several sizes at batch 1: one graph per part
-    assert counter.frame_count == 2, said
+    # batch 1: one graph per part (static sizes: per part and size; a graph per size is
+    # tests/runtime/test_compiling.py's)
+    assert counter.frame_count == 2 if sizes == 'dynamic' else counter.frame_count >= 2, said
+    assert all(f'sizes {sizes})' in line for line in said), said

@@ -47,6 +47,60 @@ def test_pipeline_sizes_share_one_graph(kind, monkeypatch):
     assert counter.frame_count == 1
 
 
+def test_bf16_pipeline_sizes_share_one_graph_and_match_eager(monkeypatch):
+    """Under bfloat16 autocast the compiled InLine attention takes eager's bfloat16 route (the centred Gram
+    where a stage has more tokens than channels) through a ``torch.cond`` on the token count: sizes on both
+    sides of that count share the graph, and the results stay within the bf16 bound of eager."""
+    from inline_dense.runtime.precision import native_bf16_cpu
+    if not native_bf16_cpu():
+        pytest.skip('this CPU has no native bfloat16')
+    counter = counting(monkeypatch)
+    torch.manual_seed(0)
+    eager = build_tiny('deit').eval()  # a plain ViT: no single-window size that dynamo would specialise
+    model = build_tiny('deit').eval()
+    model.load_state_dict(eager.state_dict())
+    compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
+    # 13 tokens for 16 channels, then hundreds
+    sizes = [((1, 3, 48, 64), [(44, 60)]), *PIPELINE[:2]]
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+        for shape, valid_hw in sizes:
+            x = torch.randn(*shape)
+            for o, r in zip(model(x, valid_hw), eager(x, valid_hw)):
+                assert ((o.float() - r.float()).norm() / r.float().norm()).item() < 2e-2
+    assert counter.frame_count == 1
+
+
+def test_static_sizes_compile_a_graph_per_size(monkeypatch):
+    counter = counting(monkeypatch)
+    model = build_tiny('swin').eval()
+    out = io.StringIO()
+    compiling.compile_for_inference(model, backend='eager', stream=out, sizes='static')
+    with torch.no_grad():
+        for shape, valid_hw in PIPELINE[:2] + PIPELINE[:1]:
+            model(torch.randn(*shape), valid_hw)
+    assert counter.frame_count == 2
+    assert 'sizes static' in out.getvalue()
+    with pytest.raises(ValueError, match="sizes='fixed' is not one of"):
+        compiling.compile_for_inference(build_tiny('swin'), backend='eager', sizes='fixed')
+
+
+@pytest.mark.skipif(compiling.compiler_problem() is not None, reason='no C++ compiler for inductor')
+def test_inductor_freezes_the_weights():
+    """Freezing is in effect (``torch.compile``'s options alone do not freeze): the weights are constants of
+    the graph, so a weight changed after the first call is not seen."""
+    model = nn.Sequential(nn.Linear(8, 8)).eval()
+    compiling.compile_for_inference(model, stream=io.StringIO())
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        first = model(x)
+        model[0].weight.add_(1.0)
+        again = model(x)
+    assert torch.equal(first, again)
+    compiling.uncompile(model)
+    with torch.no_grad():
+        assert not torch.allclose(model(x), first)
+
+
 @pytest.mark.parametrize('kind', ['swin', 'pvt'])
 def test_batches_above_one_share_one_graph(kind, monkeypatch):
     """Without a padding mask every batch of 2 or more shares a graph (batch 1 is a graph of its own:
