@@ -72,9 +72,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help='glibc: the workers keep freed blocks in the process (MALLOC_MMAP_MAX_, '
                         'MALLOC_TRIM_THRESHOLD_), so each pass does not page-fault its large activations afresh: '
                         'the tools\' default (--no-keep-freed-memory: glibc\'s own)')
-    p.add_argument('--paths', nargs='+', choices=['eager', 'compiled'], default=['eager'],
+    p.add_argument('--paths', nargs='+', choices=['eager', 'compiled', 'compiled-static'], default=['eager'],
                    help='how each inference job runs: eager, and/or compiled (inline_dense.runtime.compiling: '
-                        'torch.compile, inductor with freezing, dynamic sizes; the first call compiles, timed apart)')
+                        'torch.compile, inductor with freezing, dynamic sizes; the first call compiles, timed apart), '
+                        'and/or compiled-static (the same with a graph for the one size measured)')
     p.add_argument('--job-timeout', type=float, default=3600, help='seconds per job before it is killed')
     p.add_argument('--out', default=None, help='JSON file (default benchmarks/out/<kind>_<device>.json)')
     p.add_argument('--plot', default=None, help='PNG file (default: the JSON path with .png)')
@@ -278,7 +279,7 @@ def run_anchors(args: argparse.Namespace) -> dict[str, Any]:
     for name, model in backbone_models(args, '--anchors'):
         for hw in args.resolutions:
             rows = anchor_rows(model, hw, threads, warmup=args.warmup, runs=args.runs, rounds=args.rounds,
-                               compiled='compiled' in args.paths)
+                               compiled=[jobs.COMPILED_PATHS[path] for path in args.paths if path != 'eager'])
             print(format_anchor_rows(name, hw, rows), flush=True)
             results.append(dict(model=name, height=hw[0], width=hw[1], threads=threads, rows=rows))
     return dict(kind='anchors', machine=report.machine_info('cpu'), gemm=rates, warmup=args.warmup, runs=args.runs,

@@ -43,14 +43,18 @@ def parse_hw(text: str) -> HW:
     return h, w
 
 
+# a job's compiled path -> compile_for_inference's sizes
+COMPILED_PATHS = {'compiled': 'dynamic', 'compiled-static': 'static'}
+
+
 @dataclass
 class Job:
     """One measurement: ``model`` is the row's label (a zoo name, or a config's label when
     ``config`` is given); ``threads`` None keeps torch's default; ``dtype`` 'fp32', or 'bf16' / 'fp16' for
     the step under ``torch.autocast`` (its rows are labelled ``model+dtype``); ``flops`` also counts the
     architecture's FLOPs of one forward (inference rows) for the share of the GEMM rate; ``path`` 'eager',
-    or 'compiled' (inference: :func:`inline_dense.runtime.compiling.compile_for_inference`, the first call
-    compiles and is timed apart); ``profile`` also profiles one more inference step for the share of its time
+    or 'compiled' / 'compiled-static' (inference: :func:`inline_dense.runtime.compiling.compile_for_inference`
+    with dynamic / static sizes, the first call compiles and is timed apart); ``profile`` also profiles one more inference step for the share of its time
     outside GEMM-class ops (:mod:`.op_share`)."""
     model: str
     height: int
@@ -118,15 +122,15 @@ def measure_job(job: Job) -> Measurement:
     init_model(model)
     model.to(device)
     x = torch.randn(job.batch, 3, job.height, job.width, device=device)
-    if job.path == 'compiled':
+    if job.path in COMPILED_PATHS:
         if job.mode != 'infer':
             raise ValueError('the compiled path is for inference: measure it with --modes infer')
-        if not compile_for_inference(model):
+        if not compile_for_inference(model, sizes=COMPILED_PATHS[job.path]):
             raise RuntimeError('not compiled (no C++ compiler for inductor)')
     step = make_step(model, x, job.mode)
     if job.dtype != 'fp32':
         step = autocast_step(step, device, DTYPES[job.dtype])
-    if job.path == 'compiled':
+    if job.path in COMPILED_PATHS:
         t0 = time.perf_counter()
         step()
         result.compile_s = time.perf_counter() - t0

@@ -26,7 +26,7 @@ class Measurement:
     error: str = ''
     dtype: str = 'fp32'  # 'bf16' / 'fp16': the step ran under torch.autocast
     gflop: float = math.nan  # the architecture's FLOPs of one forward (2 per MAC), inference rows
-    path: str = 'eager'  # 'compiled': inline_dense.runtime.compiling (inference)
+    path: str = 'eager'  # 'compiled' / 'compiled-static': inline_dense.runtime.compiling (inference)
     compile_s: float = math.nan  # compiled rows: the first call (the compile), seconds
     faults_per_pass: float = math.nan  # minor page faults per timed step (median)
     non_gemm_share: float = math.nan  # profiler: share of self CPU time outside GEMM-class ops (inference rows)

@@ -63,9 +63,9 @@ def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndar
 
 
 def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int = 1, runs: int = 3,
-                workdir: str | None = None, compiled: bool = True, rounds: int = 1) -> list[dict[str, Any]]:
-    """Eager fp32 / bf16, compiled fp32 / bf16 with dynamic and with static sizes (``compiled``: copies of the
-    model through :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 / bf16 on
+                workdir: str | None = None, compiled: Sequence[str] = SIZES, rounds: int = 1) -> list[dict[str, Any]]:
+    """Eager fp32 / bf16, compiled fp32 / bf16 for each of ``compiled``'s sizes ('dynamic', 'static': copies of
+    the model through :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 / bf16 on
     one (1, 3, H, W) input. Each runs once first (the compiled ones compile there; the outputs give the
     error), then ``rounds`` interleaved rounds (every runtime, then every runtime again) of ``warmup`` + ``runs``
     calls; ``median_ms`` and ``median_cpu_ms`` (process CPU time) are over all rounds' timed calls."""
@@ -100,15 +100,14 @@ def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int =
     add('eager', 'fp32', run(model, None))
     if native_bf16_cpu():
         add('eager', 'bf16', run(model, torch.bfloat16))
-    if compiled:
-        for sizes in SIZES:
-            twin = copy.deepcopy(model)
-            if not compile_for_inference(twin, sizes=sizes):  # one line said why; the rows are left out
-                break
-            label = 'compiled' if sizes == 'dynamic' else f'compiled {sizes}'
-            add(label, 'fp32', run(twin, None))
-            if native_bf16_cpu():
-                add(label, 'bf16', run(twin, torch.bfloat16))
+    for sizes in compiled:
+        twin = copy.deepcopy(model)
+        if not compile_for_inference(twin, sizes=sizes):  # one line said why; the rows are left out
+            break
+        label = 'compiled' if sizes == 'dynamic' else f'compiled {sizes}'
+        add(label, 'fp32', run(twin, None))
+        if native_bf16_cpu():
+            add(label, 'bf16', run(twin, torch.bfloat16))
     folder = workdir or tempfile.mkdtemp(prefix='inline_anchors_')
     path = os.path.join(folder, 'backbone.onnx')
     names = [f'stage{i}' for i in range(len(refs))]

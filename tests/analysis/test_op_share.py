@@ -41,6 +41,7 @@ def test_compiled_rows_are_named_and_compared_with_eager_fp32():
     job = Job('inline-swin-t', 64, 64, dtype='bf16', path='compiled')
     assert job.name == 'inline-swin-t+bf16+compiled'
     assert Job('inline-swin-t', 64, 64).name == 'inline-swin-t'
+    assert Job('inline-swin-t', 64, 64, path='compiled-static').name == 'inline-swin-t+compiled-static'
 
     def row(model, dtype, path, ms):
         return dict(model=model, dtype=dtype, path=path, mode='infer', height=64, width=64, batch=1, threads=1,
