@@ -9,7 +9,8 @@ naming the missing / unexpected weights, unless --allow-partial-load. --amp eval
 (bfloat16 on a CPU with native bf16, float16 on GPU; float32, said in one line, on a CPU without it);
 the metrics get float32 predictions. --compile runs the backbone, neck and decode head compiled
 (torch.compile, inductor with freezing, dynamic sizes; inline_dense.runtime.compiling); --compile static
-compiles a graph per input size instead (faster where every image pads to one size); it composes with --amp. On the CPU the tool keeps freed memory in the process (inline_dense.runtime.allocator).
+compiles a graph per input size instead (faster where every image pads to one size); it composes with
+--amp. On the CPU the tool keeps freed memory in the process (inline_dense.runtime.allocator).
 """
 import argparse
 import os.path as osp

@@ -64,9 +64,9 @@ def openvino_model(path: str, threads: int, precision: str) -> Callable[[np.ndar
 
 def anchor_rows(model: nn.Module, hw: Sequence[int], threads: int, warmup: int = 1, runs: int = 3,
                 workdir: str | None = None, compiled: Sequence[str] = SIZES, rounds: int = 1) -> list[dict[str, Any]]:
-    """Eager fp32 / bf16, compiled fp32 / bf16 for each of ``compiled``'s sizes ('dynamic', 'static': copies of
-    the model through :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 / bf16 on
-    one (1, 3, H, W) input. Each runs once first (the compiled ones compile there; the outputs give the
+    """Eager fp32 / bf16, compiled fp32 / bf16 for each of ``compiled``'s sizes ('dynamic', 'static': copies of the
+    model through :func:`inline_dense.runtime.compiling.compile_for_inference`), ONNX Runtime fp32, OpenVINO fp32 /
+    bf16 on one (1, 3, H, W) input. Each runs once first (the compiled ones compile there; the outputs give the
     error), then ``rounds`` interleaved rounds (every runtime, then every runtime again) of ``warmup`` + ``runs``
     calls; ``median_ms`` and ``median_cpu_ms`` (process CPU time) are over all rounds' timed calls."""
     torch.set_num_threads(threads)
@@ -182,5 +182,6 @@ def format_anchor_rows(name: str, hw: Sequence[int], rows: list[dict[str, Any]])
     bf16 = [r for r in ours if r['precision'] == 'bf16' and r['median_ms']]
     if fp32 is not None and bf16:
         best = min(bf16, key=lambda r: r['median_ms'])
-        lines.append(f'  fastest bf16 path ({best["runtime"]}) / eager fp32: {best["median_ms"] / fp32["median_ms"]:.2f}')
+        ratio = best['median_ms'] / fp32['median_ms']
+        lines.append(f'  fastest bf16 path ({best["runtime"]}) / eager fp32: {ratio:.2f}')
     return '\n'.join(lines)

@@ -346,10 +346,7 @@ class InLineAttention(nn.Module):
         def plain() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return self.float_reductions(x, v, keep, count, *v_weights())
 
-        n = x.shape[1]
-        if isinstance(n, int):  # static sizes: the graph is for this count anyway
-            return centred() if n > self.embed_dims else plain()
-        return torch.cond(n > self.embed_dims, centred, plain)
+        return torch.cond(x.shape[1] > self.embed_dims, centred, plain)
 
     def folded_context(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
