@@ -462,10 +462,13 @@ class InLineAttention(nn.Module):
         cs = centred if keep is None else centred * keep.to(xl.dtype)
         delta = cs.sum(1).float() / count
         b = xl.shape[0]
-        if isinstance(b, int):  # one 2-D product per sample: the batched bfloat16 product copies x^T first
-            gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(b)])
-        else:  # compiled for any batch of 2 or more (a symbolic size): one graph, the batched product
+        # compiled, a batch of 2 or more is a symbolic size (known to be above 1: no guard here) that a loop
+        # would fix: one batched product, one graph; else one 2-D product per sample, as the batched
+        # bfloat16 product copies x^T first
+        if traced() and b != 1:
             gram = cs.transpose(1, 2) @ centred
+        else:
+            gram = torch.stack([torch.mm(cs[i].t(), centred[i]) for i in range(b)])
         cov = gram.float() / count.unsqueeze(-1) - delta.unsqueeze(2) * delta.unsqueeze(1)
         return m.float() + delta, self.context_from_cov(cov, w[c:2 * c], w[2 * c:])
 

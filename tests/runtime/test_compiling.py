@@ -101,14 +101,17 @@ def test_inductor_freezes_the_weights():
         assert not torch.allclose(model(x), first)
 
 
-@pytest.mark.parametrize('kind', ['swin', 'pvt'])
-def test_batches_above_one_share_one_graph(kind, monkeypatch):
+@pytest.mark.parametrize(('kind', 'amp'), [('swin', False), ('pvt', False), ('swin', True)])
+def test_batches_above_one_share_one_graph(kind, amp, monkeypatch):
     """Without a padding mask every batch of 2 or more shares a graph (batch 1 is a graph of its own:
-    dynamo specialises a size of 1)."""
+    dynamo specialises a size of 1); under bf16 autocast too (InLine's centred bf16 Gram)."""
+    from inline_dense.runtime.precision import native_bf16_cpu
+    if amp and not native_bf16_cpu():
+        pytest.skip('this CPU has no native bfloat16')
     counter = counting(monkeypatch)
     model = build_tiny(kind).eval()
     compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=amp):
         for b, h, w in [(2, 256, 320), (3, 288, 352), (4, 256, 384)]:
             model(torch.randn(b, 3, h, w))
     assert counter.frame_count == 1
