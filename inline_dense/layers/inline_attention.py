@@ -243,10 +243,11 @@ class InLineAttention(nn.Module):
         bv: torch.Tensor | None = None
         if self.qkv.bias is not None:
             bq, _, bv = self.qkv.bias.split(c)
-        # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A
+        # Under bfloat16 autocast, x (float32 out of a LayerNorm) is cast once, for v, the Gram and x A; a model
+        # cast to bfloat16 hands x in bfloat16 already and takes the same route (the float32 ones would copy it)
         xl: torch.Tensor | None = None
         if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
-            if (not traced() or compiling_for_run()) and bf16_autocast(x):
+            if (not traced() or compiling_for_run()) and (bf16_autocast(x) or x.dtype == torch.bfloat16):
                 xl = x.to(torch.bfloat16)
         v = F.linear(x, wv, bv) if torch.jit.is_scripting() else fused.linear(x if xl is None else xl, wv, bv)
         keep: torch.Tensor | None = None
@@ -288,8 +289,8 @@ class InLineAttention(nn.Module):
                           xl: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The folded path's token reductions, float32: x (B, N, C), v (B, N, C) (zero at padded
         tokens), ``keep`` (B, N, 1) bool or None -> mean(x) (B, C), ``A`` (B, C, C), ``a`` (B, C).
-        ``xl``: x in bfloat16 under bf16 autocast (the Gram is then a bfloat16 product, see
-        ``context_from_centred``), else None."""
+        ``xl``: x in bfloat16 under bf16 autocast or in a bfloat16 model (the Gram is then a bfloat16
+        product, see ``context_from_centred``), else None."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
         keep_f: torch.Tensor | None = None

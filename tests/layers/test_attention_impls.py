@@ -3,6 +3,7 @@ import re
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from inline_dense.layers.inline_attention import InLineAttention
 
@@ -190,3 +191,42 @@ def test_bf16_centred_gram_below_the_float32_threshold(c, heads, hw):
     err_keys = rel(keys.float(), exact.double())
     assert err_fast < 2e-2
     assert err_keys > 2e-2
+
+
+
+class Float32TokenTensors(TorchDispatchMode):
+    """Records each op whose output is a float32 tensor with a dimension of ``n`` (the token count)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32 and self.n in out.shape:
+            self.ops.append(str(func))
+        return out
+
+
+@pytest.mark.parametrize(('c', 'heads', 'hw'), [(96, 3, (10, 14)), (128, 8, (20, 40))])
+def test_bf16_model_takes_the_centred_gram_as_autocast_does(c, heads, hw):
+    """A model cast to bfloat16 (``model.bfloat16()``, no autocast) reads its bfloat16 tokens as autocast's cast
+    does, by the centred bfloat16 Gram: no float32 copy of the tokens (the float32 routes made one, and float32
+    keys below the Gram threshold), and the result within bfloat16's bound of float32."""
+    attn = make(c, heads).eval()
+    n = hw[0] * hw[1]
+    assert attn.centred_gram(n)
+    assert not attn.use_gram(n)
+    x = torch.randn(1, n, c, generator=torch.Generator().manual_seed(7)) * 3 + 20
+    bf16 = twin(attn, 'auto').bfloat16()
+    with torch.no_grad():
+        exact = attn(x, hw)
+        with Float32TokenTensors(n) as seen:
+            got = bf16(x.bfloat16(), hw)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            autocast = attn(x, hw)
+    assert seen.ops == []
+    assert got.dtype == torch.bfloat16
+    assert rel(got.float(), exact.double()) < 2e-2
+    assert rel(got.float(), autocast.double()) < 1e-2

@@ -1,6 +1,8 @@
 """The precision choice every tool shares (inline_dense.runtime.precision), with the CPU's
 capability faked both ways, and bf16 accuracy per family at small sizes (any CPU: torch emulates
 bfloat16 where the CPU lacks it, so correctness is checkable everywhere; speed is the benchmark's)."""
+import copy
+
 import pytest
 import torch
 
@@ -85,6 +87,22 @@ def test_bf16_backbone_inference_within_2e2_of_fp32(kind, tiny_backbone):
     assert min(errs) > 0, 'autocast changed nothing: it did not reach the backbone'
     assert max(errs) < 2e-2, errs
 
+
+
+def test_bf16_model_inference_within_2e2_of_fp32(kind, tiny_backbone):
+    """Every family's backbone cast to bfloat16 (``model.bfloat16()``, no autocast: weights and activations in
+    bfloat16, as a deployment that casts the model runs it) at 256x384: bfloat16 stage outputs, each within 2e-2
+    relative L2 of float32."""
+    torch.manual_seed(0)
+    model = precision.trained_scale_(tiny_backbone(kind, drop_path_rate=0.0)).eval()
+    x = torch.randn(1, 3, 256, 384, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        exact = model(x)
+        got = copy.deepcopy(model).bfloat16()(x.bfloat16())
+    errs = [((g.double() - e.double()).norm() / e.double().norm()).item() for g, e in zip(got, exact, strict=True)]
+    print(f'\n{kind} bf16 model per-stage rel L2 {[f"{e:.1e}" for e in errs]}')
+    assert all(g.dtype == torch.bfloat16 for g in got)
+    assert max(errs) < 2e-2, errs
 
 def test_autocast_errors_measure_the_rounding_of_the_dtype():
     """float16 keeps 3 more mantissa bits than bfloat16: its error on the same linear layer is ~8x smaller."""
