@@ -148,6 +148,13 @@ def _frozen(compiled: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def check_sizes(sizes: str, caller: str) -> None:
+    """Raises a ValueError, in ``caller``'s terms, unless ``sizes`` is one of :data:`SIZES`."""
+    if sizes not in SIZES:
+        raise ValueError(f"{caller}: sizes={sizes!r} is not one of {list(SIZES)}; use 'dynamic' for inputs of many "
+                         f"sizes, 'static' for one fixed size.")
+
+
 def compile_for_inference(model: nn.Module, stream: TextIO | None = None, backend: str = 'inductor',
                           sizes: str = 'dynamic') -> bool:
     """Compiles ``model``'s parts (:func:`parts_to_compile`) for inference, in place: True when compiled,
@@ -155,9 +162,7 @@ def compile_for_inference(model: nn.Module, stream: TextIO | None = None, backen
     stays eager. ``sizes``: 'dynamic' (one graph for every input size) or 'static' (a graph per size, faster;
     see the module's docstring). Idempotent. Call it after the weights are loaded; run the model under
     ``torch.no_grad()`` (freezing applies there) and ``model.eval()``."""
-    if sizes not in SIZES:
-        raise ValueError(f'compile_for_inference: sizes={sizes!r} is not one of {list(SIZES)}; use \'dynamic\' '
-                         f'for inputs of many sizes, \'static\' for one fixed size.')
+    check_sizes(sizes, 'compile_for_inference')
     out = stream or sys.stderr
     if backend == 'inductor':
         problem = compiler_problem()

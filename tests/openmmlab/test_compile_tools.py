@@ -60,3 +60,15 @@ def test_test_tool_compile(amp, sizes, checkpoint, toy_dir, tmp_path, monkeypatc
     # tests/runtime/test_compiling.py's)
     assert counter.frame_count == 2 if sizes == 'dynamic' else counter.frame_count >= 2, said
     assert all(f'sizes {sizes})' in line for line in said), said
+
+
+def test_compile_hook_refuses_unknown_sizes_in_config_terms():
+    """A ``custom_hooks`` entry with sizes other than 'dynamic' or 'static' fails when the Runner builds its hooks,
+    before any test loop, naming the hook and the valid choices."""
+    from mmengine.registry import HOOKS
+
+    import inline_dense.openmmlab  # noqa: F401 (registers the hook)
+    with pytest.raises(ValueError, match=r"InferenceCompileHook in custom_hooks: sizes='fixed' is not one of "
+                                         r"\['dynamic', 'static'\]; use 'dynamic' for inputs of many sizes"):
+        HOOKS.build(dict(type='InferenceCompileHook', sizes='fixed'))
+    assert HOOKS.build(dict(type='InferenceCompileHook', sizes='static')).sizes == 'static'

@@ -12,7 +12,7 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
-from ...runtime.compiling import SIZES, compile_for_inference, uncompile
+from ...runtime.compiling import check_sizes, compile_for_inference, uncompile
 
 
 @HOOKS.register_module()
@@ -22,9 +22,7 @@ class InferenceCompileHook(Hook):
     priority = 'LOW'  # after the hooks that install things on the model (the padding mask)
 
     def __init__(self, backend: str = 'inductor', sizes: str = 'dynamic') -> None:
-        if sizes not in SIZES:
-            raise ValueError(f'InferenceCompileHook: sizes={sizes!r} is not one of {list(SIZES)} (custom_hooks); '
-                             f"use 'dynamic' for a test set of many image sizes, 'static' for one fixed size.")
+        check_sizes(sizes, 'InferenceCompileHook in custom_hooks')
         self.backend = backend
         self.sizes = sizes
 
