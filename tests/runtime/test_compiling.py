@@ -47,10 +47,12 @@ def test_pipeline_sizes_share_one_graph(kind, monkeypatch):
     assert counter.frame_count == 1
 
 
-def test_bf16_pipeline_sizes_share_one_graph_and_match_eager(monkeypatch):
-    """Under bfloat16 autocast the compiled InLine attention takes eager's bfloat16 route (the centred Gram
-    where a stage has more tokens than channels) through a ``torch.cond`` on the token count: sizes on both
-    sides of that count share the graph, and the results stay within the bf16 bound of eager."""
+@pytest.mark.parametrize('bf16', ['autocast', 'model'])
+def test_bf16_pipeline_sizes_share_one_graph_and_match_eager(monkeypatch, bf16):
+    """Under bfloat16 autocast, or cast to bfloat16 (``model.bfloat16()``), the compiled InLine attention takes
+    eager's bfloat16 route (the centred Gram where a stage has more tokens than channels) through a
+    ``torch.cond`` on the token count: sizes on both sides of that count share the graph, and the results stay
+    within the bf16 bound of eager."""
     from inline_dense.runtime.precision import native_bf16_cpu
     if not native_bf16_cpu():
         pytest.skip('this CPU has no native bfloat16')
@@ -59,12 +61,14 @@ def test_bf16_pipeline_sizes_share_one_graph_and_match_eager(monkeypatch):
     eager = build_tiny('deit').eval()  # a plain ViT: no single-window size that dynamo would specialise
     model = build_tiny('deit').eval()
     model.load_state_dict(eager.state_dict())
+    if bf16 == 'model':
+        eager, model = eager.bfloat16(), model.bfloat16()
     compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
     # 13 tokens for 16 channels, then hundreds
     sizes = [((1, 3, 48, 64), [(44, 60)]), *PIPELINE[:2]]
-    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=bf16 == 'autocast'):
         for shape, valid_hw in sizes:
-            x = torch.randn(*shape)
+            x = torch.randn(*shape, dtype=torch.bfloat16 if bf16 == 'model' else torch.float32)
             for o, r in zip(model(x, valid_hw), eager(x, valid_hw)):
                 assert ((o.float() - r.float()).norm() / r.float().norm()).item() < 2e-2
     assert counter.frame_count == 1
