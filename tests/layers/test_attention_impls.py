@@ -193,7 +193,6 @@ def test_bf16_centred_gram_below_the_float32_threshold(c, heads, hw):
     assert err_keys > 2e-2
 
 
-
 class Float32TokenTensors(TorchDispatchMode):
     """Records each op whose output is a float32 tensor with a dimension of ``n`` (the token count)."""
 
