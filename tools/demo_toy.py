@@ -21,7 +21,14 @@ import inline_dense.openmmlab  # noqa: F401  (the mmcv ops, the backbones, hooks
 from inline_dense.checkpoint import CheckpointError
 from inline_dense.checkpoint.atomic import OutputPathError, output_target, write_output
 from inline_dense.openmmlab.engine.checkpoint_fit import check_readable
-from inline_dense.openmmlab.engine.launch import REPO_ROOT, build_runner, load_config, run_tool, setup_codebase
+from inline_dense.openmmlab.engine.launch import (
+    REPO_ROOT,
+    build_runner,
+    load_config,
+    loader_workers_ended,
+    run_tool,
+    setup_codebase,
+)
 from inline_dense.openmmlab.engine.tool_inputs import ToolInputError
 
 DEFAULT_CONFIG = osp.join(REPO_ROOT, 'configs', 'toy', 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
@@ -195,19 +202,20 @@ def main(argv=None) -> dict:
     for handler in runner.logger.handlers:  # and not one line per parameter without weight decay
         handler.addFilter(lambda record: not record.getMessage().startswith('paramwise_options'))
     precision = '' if amp is None else f' in {amp} autocast'
-    t_train = 0.0
-    if args.checkpoint is None:
-        print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations'
-              f'{precision}', flush=True)
+    with loader_workers_ended(runner):  # also when training or scoring stops on an error
+        t_train = 0.0
+        if args.checkpoint is None:
+            print(f'[demo] training {osp.basename(args.config)} from scratch on CPU for {max_iters} iterations'
+                  f'{precision}', flush=True)
+            t1 = time.time()
+            runner.train()
+            t_train = time.time() - t1
+        else:
+            print(f'[demo] evaluating {args.checkpoint} (no training){precision}', flush=True)
         t1 = time.time()
-        runner.train()
-        t_train = time.time() - t1
-    else:
-        print(f'[demo] evaluating {args.checkpoint} (no training){precision}', flush=True)
-    t1 = time.time()
-    metrics = runner.test()
-    t_eval = time.time() - t1
-    draw_predictions(runner, picture, args.num_pictures, args.score_thr)
+        metrics = runner.test()
+        t_eval = time.time() - t1
+        draw_predictions(runner, picture, args.num_pictures, args.score_thr)
 
     print('\n[demo] ===== results on the toy COCO val set (pycocotools) =====')
     for key, name in (('coco/bbox_mAP', 'box AP'), ('coco/bbox_mAP_50', 'box AP50'),

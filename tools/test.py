@@ -128,10 +128,10 @@ def main(argv=None) -> dict:
 
     from inline_dense.runtime.allocator import tool_default
     tool_default(get_device())
-    runner = launch.build_runner(cfg)
-    if args.out:
-        add_dump(runner, codebase, args.out)
-    return runner.test()
+    with launch.loader_workers_ended(launch.build_runner(cfg)) as runner:
+        if args.out:
+            add_dump(runner, codebase, args.out)
+        return runner.test()
 
 
 if __name__ == '__main__':

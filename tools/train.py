@@ -151,7 +151,8 @@ def main(argv=None) -> None:
     launch.adapt_to_cpu(cfg)
     if checkpoint is not None:
         check_resumed_config(cfg, checkpoint, cfg.load_from)
-    launch.build_runner(cfg).train()
+    with launch.loader_workers_ended(launch.build_runner(cfg)) as runner:
+        runner.train()
 
 
 def warn_nothing_to_resume(work_dir: str) -> None:

@@ -1,6 +1,7 @@
 """tools/train.py and tools/test.py against what users really do: another model's
 checkpoint, a typo in a hook option, a missing dataset, a moved work directory, an unknown
 mmengine, and the random-generator states that make a resume exact."""
+import multiprocessing
 import os
 import random
 import subprocess
@@ -71,6 +72,20 @@ def test_train_tool_refuses_load_from_that_does_not_fit(retinanet_checkpoint, tm
     with pytest.raises(CheckpointMismatch, match='does not fit MaskRCNN'):
         train_tool.main([MASK_RCNN_TOY, '--work-dir', str(tmp_path / 'w'), '--cfg-options',
                          f'load_from={retinanet_checkpoint}', 'train_cfg.max_iters=1', *SMALL_TOY])
+
+
+def test_a_tool_that_stops_on_an_error_ends_its_loader_workers(retinanet_checkpoint, tmp_path, monkeypatch):
+    """The toy's IterBasedTrainLoop starts its loader's worker (num_workers=1, persistent) when the loop is
+    built, before the checkpoint is found not to fit; the error's traceback keeps the runner alive."""
+    monkeypatch.chdir(tmp_path)
+    before = {p.pid for p in multiprocessing.active_children()}
+    with pytest.raises(CheckpointMismatch) as info:
+        train_tool.main([MASK_RCNN_TOY, '--work-dir', str(tmp_path / 'w'), '--cfg-options',
+                         f'load_from={retinanet_checkpoint}', 'train_cfg.max_iters=1',
+                         'train_dataloader.num_workers=1', 'train_dataloader.persistent_workers=True', *SMALL_TOY])
+    left = [p for p in multiprocessing.active_children() if p.pid not in before]
+    assert info.value.__traceback__ is not None
+    assert not left, f'worker processes still running after the tool stopped: {left}'
 
 
 def test_partial_load_on_purpose_is_logged_not_refused():

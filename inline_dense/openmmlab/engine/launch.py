@@ -1,12 +1,13 @@
 """What tools/train.py, tools/test.py and tools/demo_toy.py share: loading a config,
 telling MMDetection from MMSegmentation configs, and running on CPU-only machines."""
+import contextlib
 import datetime
 import importlib
 import os
 import os.path as osp
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -148,6 +149,41 @@ def build_runner(cfg):
     runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
     quiet_run_logger(runner.logger)
     return runner
+
+
+@contextlib.contextmanager
+def loader_workers_ended(runner: Any) -> Iterator[Any]:
+    """Yields ``runner``; when the block ends, however it ends, the worker processes of the runner's
+    data loaders end too (:func:`end_loader_workers`). A tool run from Python (a notebook, a test) that
+    stops on an error otherwise leaves them running: the error's traceback keeps the runner alive, and
+    with it ``persistent_workers`` or an ``IterBasedTrainLoop``'s workers, which its ``__init__`` starts
+    before training checks anything."""
+    try:
+        yield runner
+    finally:
+        end_loader_workers(runner)
+
+
+def end_loader_workers(runner: Any) -> int:
+    """Ends the worker processes of every data loader the runner's built loops hold (train, val, test),
+    as the loader does when its iterator is deleted; a loader iterated again starts new ones. Loops the
+    runner has not built yet (still config dicts) have none. Returns how many iterators it ended."""
+    ended = 0
+    for name in ('_train_loop', '_val_loop', '_test_loop'):
+        loop = vars(runner).get(name)
+        if loop is None or isinstance(loop, dict):
+            continue
+        loader = getattr(loop, 'dataloader', None)
+        iterators = [getattr(loader, '_iterator', None),
+                     getattr(getattr(loop, 'dataloader_iterator', None), '_iterator', None)]
+        for it in {id(it): it for it in iterators if it is not None}.values():
+            shutdown = getattr(it, '_shutdown_workers', None)  # torch's multi-process iterator only
+            if shutdown is not None:
+                shutdown()
+                ended += 1
+        if getattr(loader, '_iterator', None) is not None:
+            loader._iterator = None  # a persistent loader would otherwise reuse the ended workers
+    return ended
 
 
 class MissingDatasetError(FileNotFoundError):
