@@ -7,9 +7,12 @@ Markers live in pytest.ini. Fixtures here:
 * ``load_tool(name)``: ``tools/<name>.py`` as a module;
 * ``one_thread``: torch limited to one thread for the test (small tensors on shared cores);
 * ``toy_dir``: a working directory whose ``data/toy_coco`` and ``data/toy_ade`` (the toy configs'
-  ``data_root``) hold tiny toy datasets, made once per session.
+  ``data_root``) hold tiny toy datasets, made once per session;
+* ``no_process_left_running`` (every test): a test fails if a child process it started (a data loader's
+  worker, say) is still running after it and after a garbage collection.
 """
 import gc
+import multiprocessing
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +38,22 @@ gc.set_threshold(10_000, 10, 50)
 
 
 mmengine_caches.install()
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_running():
+    """A child process a test leaves running outlives the test run: a DataLoader worker forked from an
+    xdist worker keeps a copy of that worker's memory (gigabytes) after the suite ends, blocked on a pipe
+    nobody reads. Processes that a garbage collection ends (their loader was only unreachable) pass."""
+    before = {p.pid for p in multiprocessing.active_children()}
+    yield
+    left = [p for p in multiprocessing.active_children() if p.pid not in before]
+    if left:
+        gc.collect()
+        left = [p for p in left if p.is_alive()]
+    if left:
+        pytest.fail(f'the test left child processes running: {left}; end them (a Runner\'s loaders: '
+                    f'launch.loader_workers_ended, or num_workers=0)', pytrace=False)
 
 
 @pytest.fixture
