@@ -63,6 +63,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument('--dtype', nargs='+', choices=['fp32', 'bf16', 'fp16'], default=['fp32'],
                    help='precisions to run each job in (bf16 / fp16: torch.autocast); a dtype the device has no '
                         'native unit for is left out, said in one line; refused when none is left')
+    p.add_argument('--cast', nargs='+', choices=list(jobs.CASTS), default=['autocast'],
+                   help='how a bf16 / fp16 job gets its dtype: autocast (torch.autocast around the float32 model) '
+                        'and/or model (the model and its input cast to it, model.to(dtype); inference only; rows '
+                        'labelled MODEL+bf16-model)')
     p.add_argument('--no-flops', action='store_true',
                    help='skip the FLOP count and the profiled step per inference job (the share of the GEMM rate '
                         'and of the time outside GEMMs)')
@@ -134,6 +138,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.dtype, why = native_dtypes(args.dtype, args.device)
     if not args.dtype:  # measuring float32 under a reduced dtype's name would be a wrong result
         p.error(f'--dtype {why}')
+    if 'model' in args.cast:
+        other = [f'--{name.replace("_", "-")}' for name in ('compile', 'scaling', 'anchors', 'dtype_error',
+                                                           'segmentor_inference', 'layer')
+                 if getattr(args, name) not in (None, False)]
+        if other:
+            p.error(f'--cast model is an option of the sweep; {other[0]} measures its own way: leave --cast out')
+        if args.dtype == ['fp32']:
+            p.error('--cast model casts the model to a reduced dtype, and only fp32 is left to measure: add '
+                    '--dtype bf16 (or fp16), one this device runs natively')
     if args.dtype_error and args.dtype == ['fp32']:
         reduced, _ = native_dtypes(['bf16', 'fp16'], args.device, quiet=True)
         p.error('--dtype-error compares a reduced precision with fp32: ' + (
@@ -181,15 +194,22 @@ def default_out(kind: str, device: str) -> str:
     return os.path.join(ROOT, 'benchmarks', 'out', f'{kind}_{device.replace(":", "")}.json')
 
 
-def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
-    """Every (model, resolution, mode) in its own subprocess; prints the tables, returns the payload."""
-    from inline_dense.analysis import gemm
+def plan_sweep(args: argparse.Namespace) -> list[jobs.Job]:
+    """The sweep's jobs: every path, dtype, cast (reduced dtypes only), model, resolution and mode, but the
+    training steps of the compiled paths and of a model cast to a reduced dtype (inference only)."""
     planned = [job for path in args.paths for dtype in args.dtype
+               for cast in (args.cast if dtype != 'fp32' else ['autocast'])
                for job in jobs.plan_jobs(zoo.model_entries(args.models, args.config), args.resolutions, args.modes,
                                          args.skip, device=args.device, batch=args.batch, warmup=args.warmup,
                                          runs=args.runs, threads=args.threads or None, dtype=dtype,
-                                         flops=not args.no_flops, path=path, profile=not args.no_flops)]
-    planned = [job for job in planned if job.path == 'eager' or job.mode == 'infer']  # compiled: inference
+                                         flops=not args.no_flops, path=path, profile=not args.no_flops, cast=cast)]
+    return [job for job in planned if job.mode == 'infer' or (job.path == 'eager' and job.cast == 'autocast')]
+
+
+def run_sweep(args: argparse.Namespace) -> dict[str, Any]:
+    """Every (model, resolution, mode) in its own subprocess; prints the tables, returns the payload."""
+    from inline_dense.analysis import gemm
+    planned = plan_sweep(args)
     rates = gemm.gemm_rates(list(dict.fromkeys(['fp32', *args.dtype])), args.threads or None, device=args.device)
     print(gemm.format_rates(rates), flush=True)
     with report.JobProgress(len(planned) * args.rounds, 'benchmark') as bar:

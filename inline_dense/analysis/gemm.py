@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..runtime.precision import DTYPES, cpu_bf16_unit
+from .rows import dtype_label
 
 GEMM_SIZE = 1024
 
@@ -89,7 +90,8 @@ def share_rows(rows: list[dict[str, Any]], rates: dict[str, object]) -> list[dic
                                   if rate and r.get('threads') == 1 and cpu_s > 0 else None)
         path = r.get('path', 'eager')
         base = r['model'][:-len(path) - 1] if path != 'eager' else r['model']
-        base = base[:-len(dtype) - 1] if dtype != 'fp32' else base
+        label = dtype_label(dtype, r.get('cast', 'autocast'))
+        base = base[:-len(label) - 1] if dtype != 'fp32' else base
         ref = fp32.get((base, r['height'], r['width'])) if base != r['model'] else None
         r['time_vs_fp32'] = r['median_ms'] / ref['median_ms'] if ref and not ref.get('error') else None
         out.append(r)
@@ -99,7 +101,7 @@ def share_rows(rows: list[dict[str, Any]], rates: dict[str, object]) -> list[dic
 def format_shares(rows: list[dict[str, Any]]) -> str:
     """The table of :func:`share_rows`' rows: ``non-GEMM`` is the profiler's share of the step's self time
     outside GEMM-class ops (:mod:`.op_share`), ``vs fp32`` the time over the eager fp32 row."""
-    lines = [f'{"model":36s} {"input":>10s} {"dtype":>5s} {"path":>8s} {"GFLOP":>7s} {"ms":>9s} {"GFLOP/s":>8s} '
+    lines = [f'{"model":36s} {"input":>10s} {"dtype":>10s} {"path":>8s} {"GFLOP":>7s} {"ms":>9s} {"GFLOP/s":>8s} '
              f'{"of GEMM":>8s} {"(CPU t)":>8s} {"non-GEMM":>8s} {"vs fp32":>8s}']
     for r in rows:
         share = '-' if r.get('share_of_gemm') is None else f'{r["share_of_gemm"]:.2f}'
@@ -107,7 +109,8 @@ def format_shares(rows: list[dict[str, Any]]) -> str:
         ratio = '-' if r.get('time_vs_fp32') is None else f'x{r["time_vs_fp32"]:.2f}'
         other = r.get('non_gemm_share')
         other_s = '-' if other is None or other != other else f'{other:.2f}'
-        lines.append(f'{r["model"]:36s} {r["height"]:>4d}x{r["width"]:<5d} {r.get("dtype", "fp32"):>5s} '
+        dtype = dtype_label(r.get('dtype', 'fp32'), r.get('cast', 'autocast'))
+        lines.append(f'{r["model"]:36s} {r["height"]:>4d}x{r["width"]:<5d} {dtype:>10s} '
                      f'{r.get("path", "eager"):>8s} {r["gflop"]:7.1f} {r["median_ms"]:9.1f} {r["gflops_per_s"]:8.1f} '
                      f'{share:>8s} {share_cpu:>8s} {other_s:>8s} {ratio:>8s}')
     return '\n'.join(lines)

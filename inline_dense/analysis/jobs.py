@@ -23,7 +23,7 @@ from ..runtime.compiling import compile_for_inference
 from ..runtime.precision import DTYPES, autocast
 from ..typing import HW
 from .memory import KEEP_FREED_ENV, peak_tracker
-from .rows import Measurement, latency, pool
+from .rows import Measurement, dtype_label, latency, pool
 from .timing import make_step, time_calls
 from .zoo import build_model, config_label, init_model
 
@@ -45,13 +45,18 @@ def parse_hw(text: str) -> HW:
 
 # a job's compiled path -> compile_for_inference's sizes
 COMPILED_PATHS = {'compiled': 'dynamic', 'compiled-static': 'static'}
+# how a reduced-dtype job gets its dtype: torch.autocast around the float32 model, or the model and its input
+# cast to it (``model.to(dtype)``, inference only)
+CASTS = ('autocast', 'model')
 
 
 @dataclass
 class Job:
     """One measurement: ``model`` is the row's label (a zoo name, or a config's label when
     ``config`` is given); ``threads`` None keeps torch's default; ``dtype`` 'fp32', or 'bf16' / 'fp16' for
-    the step under ``torch.autocast`` (its rows are labelled ``model+dtype``); ``flops`` also counts the
+    the step in that dtype: under ``torch.autocast`` (``cast`` 'autocast', rows labelled ``model+dtype``) or
+    with the model and its input cast to it (``cast`` 'model', inference, rows labelled ``model+dtype-model``);
+    ``flops`` also counts the
     architecture's FLOPs of one forward (inference rows) for the share of the GEMM rate; ``path`` 'eager',
     or 'compiled' / 'compiled-static' (inference: :func:`inline_dense.runtime.compiling.compile_for_inference` with
     dynamic / static sizes, the first call compiles and is timed apart); ``profile`` also profiles one more
@@ -70,12 +75,13 @@ class Job:
     flops: bool = False
     path: str = 'eager'
     profile: bool = False
+    cast: str = 'autocast'
 
     @property
     def name(self) -> str:
-        """The row's model label: 'inline-swin-t', 'inline-swin-t+bf16' under autocast, '+compiled' on the
-        compiled path."""
-        name = self.model if self.dtype == 'fp32' else f'{self.model}+{self.dtype}'
+        """The row's model label: 'inline-swin-t', 'inline-swin-t+bf16' under autocast, 'inline-swin-t+bf16-model'
+        for the model cast to bf16, '+compiled' on the compiled path."""
+        name = self.model if self.dtype == 'fp32' else f'{self.model}+{dtype_label(self.dtype, self.cast)}'
         return name if self.path == 'eager' else f'{name}+{self.path}'
 
     @property
@@ -86,7 +92,8 @@ class Job:
     def row(self, threads: int, error: str = '') -> Measurement:
         """An empty row for this job (filled in by :func:`measure_job`, or left as an error row)."""
         return Measurement(self.name, self.height, self.width, self.mode, self.device, self.batch,
-                           threads, error=error, dtype=self.dtype, path=self.path)
+                           threads, error=error, dtype=self.dtype, path=self.path,
+                           cast=self.cast if self.dtype != 'fp32' else 'autocast')
 
     def error_row(self, error: str) -> dict[str, Any]:
         return self.row(self.threads or 0, error).to_dict()
@@ -122,13 +129,19 @@ def measure_job(job: Job) -> Measurement:
     init_model(model)
     model.to(device)
     x = torch.randn(job.batch, 3, job.height, job.width, device=device)
+    cast_model = job.cast == 'model' and job.dtype != 'fp32'
+    if cast_model:
+        if job.mode != 'infer':
+            raise ValueError('a model cast to a reduced dtype is measured in inference: use --modes infer')
+        model.to(DTYPES[job.dtype])
+        x = x.to(DTYPES[job.dtype])
     if job.path in COMPILED_PATHS:
         if job.mode != 'infer':
             raise ValueError('the compiled path is for inference: measure it with --modes infer')
         if not compile_for_inference(model, sizes=COMPILED_PATHS[job.path]):
             raise RuntimeError('not compiled (no C++ compiler for inductor)')
     step = make_step(model, x, job.mode)
-    if job.dtype != 'fp32':
+    if job.dtype != 'fp32' and not cast_model:
         step = autocast_step(step, device, DTYPES[job.dtype])
     if job.path in COMPILED_PATHS:
         t0 = time.perf_counter()

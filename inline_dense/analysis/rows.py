@@ -24,12 +24,13 @@ class Measurement:
     peak_mib: float = math.nan
     memory_method: str = ''
     error: str = ''
-    dtype: str = 'fp32'  # 'bf16' / 'fp16': the step ran under torch.autocast
+    dtype: str = 'fp32'  # 'bf16' / 'fp16': the step ran in that dtype (see cast)
     gflop: float = math.nan  # the architecture's FLOPs of one forward (2 per MAC), inference rows
     path: str = 'eager'  # 'compiled' / 'compiled-static': inline_dense.runtime.compiling (inference)
     compile_s: float = math.nan  # compiled rows: the first call (the compile), seconds
     faults_per_pass: float = math.nan  # minor page faults per timed step (median)
     non_gemm_share: float = math.nan  # profiler: share of self CPU time outside GEMM-class ops (inference rows)
+    cast: str = 'autocast'  # a bf16 / fp16 row: under torch.autocast, or 'model' (the model cast to its dtype)
 
     @property
     def pixels(self) -> int:
@@ -39,6 +40,11 @@ class Measurement:
         d = asdict(self)
         d['pixels'] = self.pixels
         return d
+
+
+def dtype_label(dtype: str, cast: str = 'autocast') -> str:
+    """A row's dtype as its label shows it: 'bf16' under autocast, 'bf16-model' for a model cast to bf16."""
+    return f'{dtype}-model' if cast == 'model' and dtype != 'fp32' else dtype
 
 
 def latency(times_ms: Sequence[float], batch: int) -> tuple[float, float]:

@@ -54,6 +54,60 @@ def test_reduced_dtype_jobs_are_labelled_and_run_under_autocast():
     assert seen == [True]
 
 
+def test_a_model_cast_to_bf16_is_measured_in_bf16_without_autocast(monkeypatch):
+    from inline_dense.analysis import jobs
+    seen = []
+    make_step = jobs.make_step
+
+    def recording_step(model, x, mode):
+        step = make_step(model, x, mode)
+
+        def run():
+            seen.append((next(model.parameters()).dtype, x.dtype, torch.is_autocast_enabled('cpu')))
+            step()
+        return run
+    monkeypatch.setattr(jobs, 'make_step', recording_step)
+    job = Job('inline-pvt-t', 64, 64, dtype='bf16', cast='model', warmup=0, runs=1, threads=1)
+    assert job.label == 'inline-pvt-t+bf16-model@64x64:infer'
+    row = jobs.measure_job(job).to_dict()
+    assert not row['error']
+    assert (row['model'], row['dtype'], row['cast']) == ('inline-pvt-t+bf16-model', 'bf16', 'model')
+    assert set(seen) == {(torch.bfloat16, torch.bfloat16, False)}
+    seen.clear()
+    jobs.measure_job(Job('inline-pvt-t', 64, 64, dtype='bf16', warmup=0, runs=1, threads=1))
+    assert set(seen) == {(torch.float32, torch.float32, True)}
+    with pytest.raises(ValueError, match='--modes infer'):
+        jobs.measure_job(Job('inline-pvt-t', 64, 64, 'train', dtype='bf16', cast='model', warmup=0, runs=1))
+
+
+def test_benchmark_plans_each_cast_of_a_reduced_dtype_once(monkeypatch, capsys):
+    bench = import_tool('benchmark')
+    monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: True)
+    args = bench.parse_args(['--models', 'inline-swin-t', '--resolutions', '64x64', '--dtype', 'fp32', 'bf16',
+                             '--cast', 'autocast', 'model', '--paths', 'eager', 'compiled'])
+    labels = sorted(job.label for job in bench.plan_sweep(args))
+    assert labels == sorted([
+        'inline-swin-t@64x64:infer', 'inline-swin-t@64x64:train',
+        'inline-swin-t+bf16@64x64:infer', 'inline-swin-t+bf16@64x64:train', 'inline-swin-t+bf16-model@64x64:infer',
+        'inline-swin-t+compiled@64x64:infer', 'inline-swin-t+bf16+compiled@64x64:infer',
+        'inline-swin-t+bf16-model+compiled@64x64:infer'])
+    for bad, why in ((['--dtype', 'fp32', '--cast', 'model'], 'only fp32 is left'),
+                     (['--dtype', 'bf16', '--cast', 'model', '--anchors'], '--anchors measures its own way')):
+        capsys.readouterr()
+        with pytest.raises(SystemExit):
+            bench.parse_args(['--models', 'inline-swin-t', *bad])
+        assert why in capsys.readouterr().err
+
+
+def test_share_rows_compare_a_bf16_model_with_eager_fp32():
+    rows = [row('m', 'fp32', 100.0), dict(row('m+bf16-model+compiled', 'bf16', 25.0), cast='model', path='compiled')]
+    shares = {r['model']: r for r in gemm.share_rows(rows, {'fp32': 200.0, 'bf16': 400.0})}
+    assert math.isclose(shares['m+bf16-model+compiled']['time_vs_fp32'], 0.25)
+    table = gemm.format_shares(list(shares.values()))
+    assert 'bf16-model' in table
+    assert 'x0.25' in table
+
+
 def test_benchmark_leaves_out_a_dtype_without_native_unit(monkeypatch, capsys):
     bench = import_tool('benchmark')
     monkeypatch.setattr(precision, 'native_bf16_cpu', lambda: False)
