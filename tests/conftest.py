@@ -49,7 +49,9 @@ def no_process_left_running():
     yield
     left = [p for p in multiprocessing.active_children() if p.pid not in before]
     if left:
-        gc.collect()
+        gc.collect()  # ends the workers of loaders that were only unreachable
+        for process in left:
+            process.join(timeout=5)  # one told to stop may take a moment to exit
         left = [p for p in left if p.is_alive()]
     if left:
         pytest.fail(f'the test left child processes running: {left}; end them (a Runner\'s loaders: '
