@@ -24,9 +24,10 @@ Each (model, resolution, mode) runs in a fresh subprocess so that the peak memor
 ``torch.cuda.max_memory_allocated``) is that measurement's alone. Latency is the
 median of ``--runs`` steps after ``--warmup``; with ``--rounds K`` every job is run
 K times, interleaved, and the medians are pooled (useful on a shared machine).
-With ``--dtype`` each step runs under ``torch.autocast`` (bf16 rows only on a CPU with native bf16,
-:mod:`inline_dense.runtime.precision`); the tool measures the machine's fp32 and bf16 GEMM rates at the
-thread count used and reports each inference row's share of its dtype's rate (FLOPs counted per job).
+With ``--dtype`` each step runs under ``torch.autocast`` (with ``--cast model``: on the model cast to that
+dtype; bf16 rows only on a CPU with native bf16, :mod:`inline_dense.runtime.precision`); the tool
+measures the machine's fp32 and bf16 GEMM rates at the thread count used and reports each inference row's
+share of its dtype's rate (FLOPs counted per job).
 """
 import argparse
 import json
@@ -61,8 +62,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument('--rounds', type=int, default=1, help='independent runs of every job, interleaved')
     p.add_argument('--threads', type=int, default=0, help='torch threads (0: torch default)')
     p.add_argument('--dtype', nargs='+', choices=['fp32', 'bf16', 'fp16'], default=['fp32'],
-                   help='precisions to run each job in (bf16 / fp16: torch.autocast); a dtype the device has no '
-                        'native unit for is left out, said in one line; refused when none is left')
+                   help='precisions to run each job in (bf16 / fp16: as --cast says, torch.autocast by default); '
+                        'a dtype the device has no native unit for is left out, said in one line; refused when none '
+                        'is left')
     p.add_argument('--cast', nargs='+', choices=list(jobs.CASTS), default=['autocast'],
                    help='how a bf16 / fp16 job gets its dtype: autocast (torch.autocast around the float32 model) '
                         'and/or model (the model and its input cast to it, model.to(dtype); inference only; rows '
