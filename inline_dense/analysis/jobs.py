@@ -57,10 +57,10 @@ class Job:
     the step in that dtype: under ``torch.autocast`` (``cast`` 'autocast', rows labelled ``model+dtype``) or
     with the model and its input cast to it (``cast`` 'model', inference, rows labelled ``model+dtype-model``);
     ``flops`` also counts the architecture's FLOPs of one forward (inference rows) for the share of the GEMM
-    rate; ``path`` 'eager',
-    or 'compiled' / 'compiled-static' (inference: :func:`inline_dense.runtime.compiling.compile_for_inference` with
-    dynamic / static sizes, the first call compiles and is timed apart); ``profile`` also profiles one more
-    inference step for the share of its time outside GEMM-class ops (:mod:`.op_share`)."""
+    rate; ``path`` 'eager', or 'compiled' / 'compiled-static' (inference:
+    :func:`inline_dense.runtime.compiling.compile_for_inference` with dynamic / static sizes, the first call
+    compiles and is timed apart); ``profile`` also profiles one more inference step for the share of its time
+    outside GEMM-class ops (:mod:`.op_share`)."""
     model: str
     height: int
     width: int
