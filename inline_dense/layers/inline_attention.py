@@ -270,11 +270,13 @@ class InLineAttention(nn.Module):
             if lepe_bias is not None:  # always (the conv has one); spelled out for TorchScript
                 bias = bias + cast(lepe_bias, torch.float32)
         if traced():  # one graph for any batch: no per-sample loop, no batch-sized group count
-            out = torch.baddbmm(cast(bias.unsqueeze(1), v.dtype), cast(x, v.dtype), cast(fold, v.dtype))
+            # x A, then the bias and the local residual in one pass (inductor fuses the adds): baddbmm
+            # would write the broadcast bias into its output first and read it back in the product
+            out = torch.bmm(cast(x, v.dtype), cast(fold, v.dtype))
             p = self.num_prefix_tokens
             grid = v[:, p:].reshape(b, hw_shape[0], hw_shape[1], c)
             local = depthwise3x3(grid, cast(taps.view(b, c, 9), v.dtype)).reshape(b, n - p, c)
-            out = out + (F.pad(local, (0, 0, p, 0)) if p > 0 else local)
+            out = out + cast(bias.unsqueeze(1), v.dtype) + (F.pad(local, (0, 0, p, 0)) if p > 0 else local)
             return out  # folded: no dropout is active (``folds``)
         outs = []
         xa = x if xl is None else xl

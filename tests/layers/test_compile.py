@@ -61,6 +61,26 @@ def test_inline_attention_compiles_once_across_the_auto_threshold(impl):
     assert counter.frame_count == 2  # one graph without a padding mask, one with
 
 
+def test_traced_folded_product_writes_no_broadcast_bias():
+    """Traced, the folded path's x A is a plain batched product, and its bias joins the local residual's add
+    (one pass): ``baddbmm`` would first write the broadcast bias over its whole output, then read it back."""
+    torch.manual_seed(0)
+    attn = InLineAttention(32, 2).eval()
+    graphs = []
+
+    def recording(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    x = torch.randn(2, 30 * 25, 32)
+    with torch.no_grad():
+        out = torch.compile(attn, backend=recording, dynamic=True)(x, (30, 25))
+        ref = attn(x, (30, 25))
+    calls = {node.target for gm in graphs for node in gm.graph.nodes if node.op == 'call_function'}
+    assert torch.bmm in calls
+    assert torch.baddbmm not in calls
+    assert relative_error(out, ref) < 1e-5
+
+
 def test_no_graph_break_inside_an_inline_block():
     block = TransformerBlock(32, InLineAttention(32, 2, lepe=True), residual_from_input=True).eval()
     x = torch.randn(2, 6 * 9, 32)
