@@ -89,6 +89,28 @@ def test_static_sizes_compile_a_graph_per_size(monkeypatch):
 
 
 @pytest.mark.skipif(compiling.compiler_problem() is not None, reason='no C++ compiler for inductor')
+@pytest.mark.parametrize(('sizes', 'cpp_wrapper'), [('dynamic', False), ('static', True)])
+def test_static_graphs_run_from_the_cpp_wrapper(monkeypatch, sizes, cpp_wrapper):
+    """Inductor's options: freezing always; its C++ wrapper for static sizes only (a few percent of a pass for a
+    few seconds of compiling; with dynamic sizes far more compiling for less), and the announcement says so."""
+    asked = []
+    real = torch.compile
+
+    def recording(fn, **kwargs):
+        asked.append(kwargs['options'])
+        kwargs.update(backend='eager', options=None)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(torch, 'compile', recording)
+    out = io.StringIO()
+    model = build_tiny('swin').eval()
+    assert compiling.compile_for_inference(model, stream=out, sizes=sizes)
+    with torch.no_grad():
+        model(torch.randn(1, 3, 64, 96))
+    assert asked == [{'freezing': True, 'cpp_wrapper': cpp_wrapper}]
+    assert ('C++ wrapper' in out.getvalue()) is cpp_wrapper
+
+
+@pytest.mark.skipif(compiling.compiler_problem() is not None, reason='no C++ compiler for inductor')
 def test_inductor_freezes_the_weights():
     """Freezing is in effect (``torch.compile``'s options alone do not freeze): the weights are constants of
     the graph, so a weight changed after the first call is not seen."""
