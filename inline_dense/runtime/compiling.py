@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 SIZES = ('dynamic', 'static')
-WRAPPERS = {'dynamic': '', 'static': ', C++ wrapper'}  # what the announcement adds for a graph of these sizes
+CPP_WRAPPER = {'dynamic': False, 'static': True}  # whether graphs of these sizes run from inductor's C++ wrapper
 
 # the modules of an OpenMMLab model that run on the whole image and hold no data-dependent post-processing
 PARTS = ('backbone', 'neck', 'decode_head')
@@ -129,8 +129,8 @@ def announce_compiles(fn: Callable[..., Any], name: str, stream: TextIO | None =
             verb = 'compiled' if state['calls_compiled'] == 0 else 'recompiled'
             state['calls_compiled'] += 1
             print(f'[compile] {name}: {verb} for {_describe(args)} in {time.perf_counter() - t0:.1f} s '
-                  f'(torch.compile, inductor, freezing{WRAPPERS[sizes]}; sizes {sizes})', file=stream or sys.stderr,
-                  flush=True)
+                  f'(torch.compile, inductor, freezing{", C++ wrapper" if CPP_WRAPPER[sizes] else ""}; sizes {sizes})',
+                  file=stream or sys.stderr, flush=True)
         return out
     return call
 
@@ -178,7 +178,7 @@ def compile_for_inference(model: nn.Module, stream: TextIO | None = None, backen
         if _ORIGINAL in part.__dict__:
             continue
         eager = part.forward
-        options = {'freezing': True, 'cpp_wrapper': sizes == 'static'} if backend == 'inductor' else None
+        options = {'freezing': True, 'cpp_wrapper': CPP_WRAPPER[sizes]} if backend == 'inductor' else None
         compiled = torch.compile(eager, backend=backend, dynamic=sizes == 'dynamic', options=options)
         if backend == 'inductor':
             compiled = _frozen(compiled)
