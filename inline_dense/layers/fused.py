@@ -18,8 +18,9 @@ Under bfloat16 autocast on the CPU the blocks' tokens are bfloat16: a convolutio
 LayerNorm and the adds keep their input's dtype. A float32 tensor added to them (a learned position
 embedding) makes them float32 from there on: every residual add then mixes float32 and bfloat16 (on one
 core several times slower than an add of one dtype), fc2's fused residual add cannot take them, and every
-linear layer casts its input back. In the same eager inference path :func:`in_token_dtype` rounds such a
-tensor to bfloat16 first, so the stream stays bfloat16 (as InLine-Swin's always is).
+linear layer casts its input back. In the same eager inference path, and in a graph compiled to run in
+inference, :func:`in_token_dtype` rounds such a tensor to bfloat16 first, so the stream stays bfloat16 (as
+InLine-Swin's always is).
 """
 import contextlib
 import functools
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from torch.fx._symbolic_trace import is_fx_symbolic_tracing
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from .tensor_utils import channels_last, traced
+from .tensor_utils import channels_last, compiling_for_run, traced
 
 ACTIVATIONS = ('none', 'gelu')
 
@@ -53,12 +54,18 @@ def fusion_enabled(enabled: bool) -> Iterator[None]:
 
 
 @functools.cache
-def _onednn_bf16() -> bool:
+def _probe_onednn_bf16() -> bool:
     probe = getattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', None)
     try:
         return bool(probe()) if probe is not None else False
     except (RuntimeError, AttributeError):
         return False
+
+
+@torch.compiler.assume_constant_result  # a fact of the CPU: a constant in a traced graph
+def _onednn_bf16() -> bool:
+    """Whether oneDNN runs bfloat16 natively on this CPU (probed once)."""
+    return _probe_onednn_bf16()
 
 
 def fused_dtype(x: torch.Tensor) -> torch.dtype | None:
@@ -124,14 +131,21 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act
 
 
 def in_token_dtype(t: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """``t`` (to be added to ``tokens``) in the tokens' bfloat16 where they are bfloat16 in eager CPU
-    inference under bfloat16 autocast (:func:`fused_dtype`), else ``t`` itself: ``tokens + t`` then stays
-    bfloat16 (see the module's docstring). Not scriptable (a scripted model adds ``t`` as it is)."""
+    """``t`` (to be added to ``tokens``) in the tokens' bfloat16 where they are bfloat16 in CPU inference
+    under bfloat16 autocast, eager (:func:`fused_dtype`) or compiled to run (``torch.compile``, gradients
+    off, a CPU with native bfloat16: the graph computes what eager does), else ``t`` itself: ``tokens + t``
+    then stays bfloat16 (see the module's docstring). Exported graphs and training keep autocast's own
+    dtypes. Not scriptable (a scripted model adds ``t`` as it is)."""
     if is_fx_symbolic_tracing() or not torch.is_autocast_enabled('cpu'):  # a proxy's dtype is no bool
         return t
-    if tokens.dtype == torch.bfloat16 and t.dtype != tokens.dtype and fused_dtype(tokens) == torch.bfloat16:
-        return t.to(tokens.dtype)
-    return t
+    if tokens.dtype != torch.bfloat16 or t.dtype == tokens.dtype:
+        return t
+    if compiling_for_run():
+        stream = (not torch.is_grad_enabled() and tokens.device.type == 'cpu'
+                  and torch.get_autocast_dtype('cpu') == torch.bfloat16 and _onednn_bf16())
+    else:
+        stream = fused_dtype(tokens) == torch.bfloat16
+    return t.to(tokens.dtype) if stream else t
 
 
 def conv_input(x: torch.Tensor) -> torch.Tensor:

@@ -140,6 +140,34 @@ def test_bf16_inference_keeps_every_block_in_bf16(kind):
         assert torch.float32 in seen
 
 
+@pytest.mark.parametrize('kind', ['pvt', 'deit'])
+def test_compiled_bf16_inference_keeps_the_token_stream_bf16(kind, monkeypatch):
+    """Compiled to run (torch.compile), bfloat16 inference rounds the float32 position embedding as eager
+    does, so the graph's residual adds stay bfloat16 (float32 outputs would show a float32 stream); with
+    gradients on, and in a graph exported rather than run, autocast's own dtypes. On a CPU without native
+    bfloat16 the probe is stood in for: the decision is made while tracing, with no bfloat16 kernel run."""
+    monkeypatch.setattr(fused, '_onednn_bf16', lambda: True)
+    torch.manual_seed(0)
+    model = trained_scale_(build_tiny(kind)).eval()
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        ref = model(x)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend='eager', fullgraph=True)
+        with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+            out = compiled(x)
+        assert {o.dtype for o in out} == {torch.bfloat16}
+        assert max(relative_l2(o, r) for o, r in zip(out, ref)) < 2e-2
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            assert {o.dtype for o in compiled(x)} == {torch.float32}
+        with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):
+            exported = torch.export.export(model, (x,))
+        assert {o.dtype for o in exported.module()(x)} == {torch.float32}
+    finally:
+        torch._dynamo.reset()
+
+
 @BF16
 def test_conv_input_casts_to_bf16_only_in_bf16_inference():
     x = torch.randn(1, 3, 16, 24)
