@@ -7,7 +7,7 @@ of 'inductor' is measured by ``tools/benchmark.py --compile``.
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend
+from torch._dynamo.testing import CompileCounter, CompileCounterWithBackend, EagerAndRecordGraphs
 
 from helpers import EVERY_KIND_ONCE
 from inline_dense.layers.block import TransformerBlock
@@ -66,16 +66,12 @@ def test_traced_folded_product_writes_no_broadcast_bias():
     (one pass): ``baddbmm`` would first write the broadcast bias over its whole output, then read it back."""
     torch.manual_seed(0)
     attn = InLineAttention(32, 2).eval()
-    graphs = []
-
-    def recording(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
+    recording = EagerAndRecordGraphs()
     x = torch.randn(2, 30 * 25, 32)
     with torch.no_grad():
         out = torch.compile(attn, backend=recording, dynamic=True)(x, (30, 25))
         ref = attn(x, (30, 25))
-    calls = {node.target for gm in graphs for node in gm.graph.nodes if node.op == 'call_function'}
+    calls = {node.target for gm in recording.graphs for node in gm.graph.nodes if node.op == 'call_function'}
     assert torch.bmm in calls
     assert torch.baddbmm not in calls
     assert relative_error(out, ref) < 1e-5
