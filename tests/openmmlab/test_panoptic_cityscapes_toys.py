@@ -28,7 +28,7 @@ CITYSCAPES = {'upernet': TOY / 'upernet_inline-swin-mini_toy-cityscapes.py',
               'mask2former': TOY / 'mask2former_inline-swin-mini_toy-cityscapes.py'}
 SMALL = dict(num_train=3, num_val=2, image_size=64, object_size=(12, 28))
 SMALL_CITY = dict(num_train=4, num_val=2, image_size=64, object_size=(12, 28))  # 64x128
-pytestmark = pytest.mark.usefixtures('one_thread')  # tiny tensors on shared cores
+pytestmark = [pytest.mark.usefixtures('one_thread'), pytest.mark.stack]  # one_thread: tiny tensors on shared cores
 
 LOADERS = ('train_dataloader', 'val_dataloader', 'test_dataloader')
 SERIAL = [f'{loader}.{k}={v}' for loader in LOADERS for k, v in (('num_workers', 0), ('persistent_workers', False))]

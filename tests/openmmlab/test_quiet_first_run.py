@@ -10,6 +10,8 @@ import pytest
 
 from inline_dense import warning_filters
 
+pytestmark = pytest.mark.stack  # CI repeats its end-to-end runs on the second stack
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # What tools/demo_toy.py does before training: import the tool, read the default toy config (its

@@ -12,6 +12,8 @@ import pytest
 
 from inline_dense.registry import FAMILIES
 
+pytestmark = pytest.mark.stack  # CI repeats its end-to-end runs on the second stack
+
 ROOT = Path(__file__).resolve().parents[2]
 OURS = {
     'MODELS': [spec.class_name for spec in FAMILIES.values()],

@@ -26,6 +26,8 @@ import tempfile
 import pytest
 import torch
 
+pytestmark = pytest.mark.stack  # CI repeats its end-to-end runs on the second stack
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 MAX_ITERS, CKPT_INTERVAL, VAL_INTERVAL = 12, 4, 6
 

@@ -19,7 +19,7 @@ from helpers import TOY_DATA, import_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = ROOT / 'configs' / 'toy'
-pytestmark = pytest.mark.usefixtures('one_thread')  # tiny tensors on shared cores
+pytestmark = [pytest.mark.usefixtures('one_thread'), pytest.mark.stack]  # one_thread: tiny tensors on shared cores
 
 CONFIGS: dict[str, dict] = {
     'mask-rcnn_inline-swin-mini_fpn_toy-coco.py': dict(metrics=('coco/bbox_mAP', 'coco/segm_mAP'), resume='path'),
