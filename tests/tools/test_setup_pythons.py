@@ -1,5 +1,6 @@
 """Which Pythons the setup takes (pyproject.toml's requires-python), where its environment goes
 (INLINE_DENSE_VENV), and that the setup, pyproject.toml, uv.lock and the CI steps say the same."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -113,7 +114,8 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
     """.ci/run, .ci/py313.sh and .ci/other_stack.sh: each sets up into its own scratch environment
     with empty uv, pip and setup caches and failing compilers first on PATH; .ci/run never touches
     the checkout's .venv; the newest Python's step also runs the fidelity, ops and toy tests and the
-    core at the lock's torch; the other stack runs every test (no -m filter: the slow ones too)."""
+    core at the lock's torch; the other stack first checks that both environments share every
+    distribution outside the stack, then runs the quick tests it can change and the runs marked stack."""
     ci = ROOT / '.ci'
     lib = (ci / 'lib.sh').read_text(encoding='utf-8')
     assert "trap 'rm -rf \"$scratch\"' EXIT" in lib
@@ -137,10 +139,45 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
                    'bash .ci/core_only.sh newest'):
         assert needed in py313, needed
     other = (ci / 'other_stack.sh').read_text(encoding='utf-8')
-    assert '-m pytest -q -n auto --maxschedchunk 1 tests' in other
+    assert 'python3 .ci/shared_versions.py "$default_python" "$venv/bin/python"' in other
+    assert "-m pytest -q -n auto --maxschedchunk 1 -m 'not slow or stack'" in other
     assert '${OTHER_STACK:-onedl}' in other
-    assert ' -m "not slow"' not in other
-    assert "-m 'not slow'" not in other
+
+
+def load_shared_versions():
+    spec = importlib.util.spec_from_file_location('shared_versions', ROOT / '.ci' / 'shared_versions.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_stacks_share_what_pyproject_names_outside_the_stack():
+    shared = load_shared_versions()
+    pyproject = tomllib.loads((ROOT / 'pyproject.toml').read_text(encoding='utf-8'))
+    names = shared.outside_the_stack(pyproject)
+    assert {'torch', 'numpy', 'timm', 'segmentation-models-pytorch', 'torchvision', 'transformers', 'onnx',
+            'pytest'} <= names
+    assert not names & {'mmengine', 'mmdet', 'mmsegmentation', 'mmcv-lite', 'onedl-mmdetection', 'inline-dense'}
+
+
+@pytest.mark.parametrize(('other', 'complaint'), [
+    ({'torch': '2.14.1', 'onedl-mmdetection': '3.5.1'}, None),  # each stack has its own distributions
+    ({'torch': '2.13.0', 'onedl-mmdetection': '3.5.1'}, 'torch: 2.14.1 in a, 2.13.0 in b'),
+    ({'onedl-mmdetection': '3.5.1'}, 'torch: installed in a only'),
+])
+def test_the_shared_versions_check_names_each_difference(monkeypatch, capsys, other, complaint):
+    shared = load_shared_versions()
+    envs = {'a': {'torch': '2.14.1', 'mmdet': '3.3.0'}, 'b': other}
+    monkeypatch.setattr(shared, 'installed', envs.__getitem__)
+    monkeypatch.setattr(sys, 'argv', ['shared_versions.py', 'a', 'b'])
+    code = shared.main()
+    out = capsys.readouterr().out
+    if complaint is None:
+        assert code == 0, out
+        assert out.startswith('[shared-versions] ok'), out
+    else:
+        assert code == 1, out
+        assert complaint in out, out
 
 
 def test_the_ci_finds_the_pythons_pyproject_admits():
