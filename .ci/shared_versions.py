@@ -3,10 +3,10 @@
 PY_A and PY_B are the Pythons of two environments set up with different stacks. Checked: every
 distribution pyproject.toml names outside the stack extras (the core's requirements, the other extras,
 the ``dev`` group: torch, timm, smp, torchvision, transformers, onnx, ...) is installed in both or in
-neither, and every
-distribution installed in both is at the same version. So a test that imports no OpenMMLab package
-runs the same code on both stacks, and ``.ci/other_stack.sh`` runs such tests once, on the default stack.
-Prints one line; exits non-zero naming each difference.
+neither, and every distribution installed in both is at the same version. So a test that imports no
+OpenMMLab package runs the same code on both stacks, and ``.ci/other_stack.sh`` runs such tests once, on
+the default stack. Prints one summary line when they agree; otherwise a line per difference and how to fix
+them, and exits non-zero.
 """
 import json
 import re

@@ -7,10 +7,13 @@ large activation: a cost per byte that grows with the pixels, on top of the arit
 stage-1 tensor of InLine-Swin-T is 93 MB in float32, above any threshold.
 
 :func:`keep_freed_memory` changes the process-wide allocator (no large block is mmapped, the heap is never
-trimmed): the resident memory stays at its peak. Importing the package never calls it. The tools apply it at
-their start when they run on the CPU (:func:`tool_default`: ``tools/test.py``, ``demo_toy.py``, ``train.py``;
-the benchmark sets the same through glibc's environment variables for its workers); a library user opts in
-with one call, early in a long-running inference process::
+trimmed): the resident memory stays at its peak. The heap still grows over the first passes, faulting its
+new pages once (a freed block's hole can be a little too small for torch's next aligned request of that
+size); in the runs measured (docs/performance.md) the faults stopped within a few passes. Importing the
+package never calls it. The tools apply it at their start when they run on the CPU (:func:`tool_default`:
+``tools/test.py``, ``demo_toy.py``, ``train.py``; the benchmark sets the same through glibc's environment
+variables for its workers); a library user opts in with one call, early in a long-running inference
+process::
 
     from inline_dense.runtime.allocator import keep_freed_memory
     keep_freed_memory()
