@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils._sympy.numbers import int_oo  # torch.export's 'no upper bound'
 
 from ..runtime import inline_impl, inline_layers, tensors_in
+from ..warning_filters import quiet_export
 
 Shape = tuple[int, int, int, int]
 
@@ -85,15 +86,20 @@ def export_onnx(module: nn.Module, path: str, output_names: Sequence[str],
                 example_shape: Shape = EXPORT_SHAPE, opset: int | None = None) -> InputRanges:
     """Writes ``module`` (image -> tensor(s), in eval mode) to ``path`` with dynamic batch,
     height and width; returns :func:`input_ranges`. The example input is random: only its shape
-    matters."""
+    matters. From an example batch of 1 the graph is for a batch of 1: the backbones' capture makes it a
+    constant, while torch reports a range above it (1 to 2 for InLine-PVT with torch 2.14, whose graph
+    then fails in ONNX Runtime at 2), so the batch range returned is (1, 1)."""
     module.eval()
     example = torch.randn(*example_shape)
-    with torch.no_grad():
+    with torch.no_grad(), quiet_export():
         program = torch.onnx.export(module, (example,), dynamo=True, input_names=['image'],
                                     output_names=list(output_names), dynamic_shapes=dynamic_image_shapes(),
                                     opset_version=opset, verbose=False)
     program.save(path, external_data=False)
-    return input_ranges(program.exported_program)
+    ranges = input_ranges(program.exported_program)
+    if example_shape[0] == 1:
+        ranges['batch'] = (1, 1)
+    return ranges
 
 
 def export_with_fallback(module: nn.Module, path: str, output_names: Sequence[str],

@@ -97,6 +97,17 @@ def token_count(x: torch.Tensor) -> torch.Tensor:
     return torch.full((x.shape[0], 1), float(x.shape[1]), dtype=torch.float32, device=x.device)
 
 
+def counted_tokens(x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """The token count (B, 1) float32 of x (B, N, C), or of the real tokens where ``keep`` (B, N, 1) float32
+    marks them (at least 1).
+
+    Each branch of a ``torch.cond`` counts again rather than closing over its caller's count: torch.onnx's
+    first capture (``torch.export``, non-strict) traces sizes size-obliviously, under which a (1, 1) count
+    taken into a branch comes in as (s, s) and fails to broadcast against the (1, C, C) Gram; every model
+    exported from a batch of 1 then fell back to dynamo's capture, after logging two errors."""
+    return token_count(x) if keep is None else keep.sum(1).clamp_min(1)
+
+
 def masked_token_mean(x: torch.Tensor, valid_mask: torch.Tensor | None) -> torch.Tensor:
     """Mean over tokens of (B, N, C) -> (B, C), over valid tokens only when a (B, N) mask is given."""
     if valid_mask is None:
@@ -295,14 +306,10 @@ class InLineAttention(nn.Module):
         product, see ``context_from_centred``), else None."""
         b, n, c = x.shape
         heads, d = self.num_heads, self.head_dim
-        keep_f: torch.Tensor | None = None
-        if keep is None:
-            count = token_count(x)
-        else:
-            keep_f = keep.to(torch.float32)
-            count = keep_f.sum(1).clamp_min(1)  # (B, 1)
+        keep_f = None if keep is None else keep.to(torch.float32)
+        count = counted_tokens(x, keep_f)  # (B, 1)
         if xl is not None and self.impl == 'auto' and traced():
-            mean_x, mean_v, ctx = self.reductions_by_cond(x, v, keep_f, count)
+            mean_x, mean_v, ctx = self.reductions_by_cond(x, v, keep_f)
         elif xl is not None and self.centred_gram(n):  # the bfloat16 Gram reads x as it is: no float32 copy
             mean_x, mean_v, ctx = self.centred_reductions(xl, keep_f, count, wv, bv)
         else:
@@ -334,7 +341,7 @@ class InLineAttention(nn.Module):
         return mean_x, mean_v, self.folded_context(xf, v, keep, count, mean_x, mean_v)
 
     @torch.jit.unused
-    def reductions_by_cond(self, x: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, count: torch.Tensor
+    def reductions_by_cond(self, x: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Compiled under bfloat16 autocast: the eager choice of ``centred_gram`` (N > C) as a ``torch.cond``
         on the symbolic token count, so that no size guards the graph on it (see ``context_by_cond``; the
@@ -344,10 +351,10 @@ class InLineAttention(nn.Module):
             return self.qkv.weight[2 * c:], None if bias is None else bias[2 * c:]
 
         def centred() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            return self.centred_reductions(x.to(torch.bfloat16), keep, count, *v_weights())
+            return self.centred_reductions(x.to(torch.bfloat16), keep, counted_tokens(x, keep), *v_weights())
 
         def plain() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            return self.float_reductions(x, v, keep, count, *v_weights())
+            return self.float_reductions(x, v, keep, counted_tokens(x, keep), *v_weights())
 
         return torch.cond(x.shape[1] > self.embed_dims, centred, plain)
 
@@ -366,22 +373,22 @@ class InLineAttention(nn.Module):
             return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
         if not torch.jit.is_scripting():  # noqa: SIM102 (alone: only then does TorchScript skip the block)
             if torch.compiler.is_compiling():
-                return self.context_by_cond(xf, vf, keep, count, mean_x, mean_v)
+                return self.context_by_cond(xf, vf, keep, mean_x, mean_v)
         if self.use_gram(xf.shape[1]):
             return self.context_route_gram(xf, keep, count, mean_x)
         return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
 
     @torch.jit.unused
     def context_by_cond(self, xf: torch.Tensor, vf: torch.Tensor, keep: torch.Tensor | None,
-                        count: torch.Tensor, mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
+                        mean_x: torch.Tensor, mean_v: torch.Tensor) -> torch.Tensor:
         """Compiled: a Python branch on the token count would guard the graph on it (a recompile,
         or a specialised export, whenever a size crosses the threshold); ``torch.cond`` keeps both
         routes in the graph and picks one at run time from the symbolic count."""
         def from_gram() -> torch.Tensor:
-            return self.context_route_gram(xf, keep, count, mean_x)
+            return self.context_route_gram(xf, keep, counted_tokens(xf, keep), mean_x)
 
         def from_keys() -> torch.Tensor:
-            return self.context_route_keys(xf, vf, keep, count, mean_x, mean_v)
+            return self.context_route_keys(xf, vf, keep, counted_tokens(xf, keep), mean_x, mean_v)
 
         return torch.cond(self.use_gram(xf.shape[1]), from_gram, from_keys)
 
