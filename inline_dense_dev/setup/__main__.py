@@ -13,6 +13,8 @@ Settings, read once from the environment:
   INLINE_DENSE_VENV the environment (default .venv here; an active $VIRTUAL_ENV elsewhere is ignored)
   UV a uv binary instead of the pinned one; INLINE_DENSE_CACHE the setup's cache (~/.cache/inline_dense);
   UV_CACHE_DIR uv's cache; FORCE_CUDA=1/0, MAX_JOBS, CXX: the compiled mmcv's build
+  PYTHONDONTWRITEBYTECODE (set: uv byte-compiles the whole environment, which Python then never has to;
+    UV_COMPILE_BYTECODE, when set, is uv's own choice and left to uv)
 """
 import os
 import subprocess
@@ -45,6 +47,8 @@ def setup(settings: Settings) -> None:
     uv = find_uv(settings)
     if settings.note():
         say(settings.note())
+    if settings.bytecode():
+        say(settings.bytecode())
     say(f'syncing {settings.venv} to uv.lock: STACK={settings.stack}, MMCV={settings.flavour}, Python '
         f'{sys.version.split()[0]} (the first time: ~3 GiB, torch is a CUDA build)')
     run_uv(uv, settings, 'installing the locked environment', *sync_args(settings))
@@ -60,6 +64,9 @@ def print_plan(settings: Settings) -> None:
     lines = {'stack': f'{settings.stack} (extra [{STACKS[settings.stack]}])', 'mmcv': settings.flavour,
              'environment': settings.venv, 'environment-now': 'exists' if settings.python.exists() else 'made by uv',
              'python': sys.version.split()[0], 'lock': ROOT / 'uv.lock', 'note': settings.note()[6:],
+             'bytecode': {True: 'compiled by uv (PYTHONDONTWRITEBYTECODE is set)',
+                          None: 'as UV_COMPILE_BYTECODE tells uv',
+                          False: 'cached by Python at first import'}[settings.compile_bytecode],
              'uv': settings.uv or f'the pinned uv, in {settings.cache / "uv"}',
              'command': f'uv {" ".join(sync_args(settings))}'}
     print(''.join(f'{k}: {v}\n' for k, v in lines.items() if v), end='')

@@ -172,6 +172,33 @@ def test_plan_and_options(setup_main, tmp_path, capsys):
     assert setup_main.main(['--check-first-time'], {'UV': '/nonexistent/uv'}) == 1  # one line, as the setup
 
 
+def test_where_python_writes_no_bytecode_uv_compiles_it(setup_env, setup_main, tmp_path, capsys):
+    """PYTHONDONTWRITEBYTECODE set (containers, CI): every process would compile every module again, so uv
+    byte-compiles the environment; unset, Python caches at first import; UV_COMPILE_BYTECODE is uv's own."""
+    plain = setup_env.Settings.from_env({})
+    assert plain.compile_bytecode is False
+    assert plain.bytecode() == ''
+    assert '--compile-bytecode' not in setup_env.sync_args(plain)
+    asked = setup_env.Settings.from_env({'PYTHONDONTWRITEBYTECODE': '1'})
+    assert asked.compile_bytecode is True
+    assert 'PYTHONDONTWRITEBYTECODE is set' in asked.bytecode()
+    args = setup_env.sync_args(asked)
+    assert args[:4] == ['sync', '--locked', '-q', '--compile-bytecode']
+    assert args[-2:] == ['--extra', 'lite']
+    assert setup_env.Settings.from_env({'PYTHONDONTWRITEBYTECODE': ''}).compile_bytecode is False  # Python's rule
+    for value in ('0', '1'):
+        left = setup_env.Settings.from_env({'PYTHONDONTWRITEBYTECODE': '1', 'UV_COMPILE_BYTECODE': value})
+        assert left.compile_bytecode is None
+        assert '--compile-bytecode' not in setup_env.sync_args(left)
+    for env, said in [({}, 'cached by Python at first import'),
+                      ({'PYTHONDONTWRITEBYTECODE': '1'}, 'compiled by uv (PYTHONDONTWRITEBYTECODE is set)'),
+                      ({'UV_COMPILE_BYTECODE': '1'}, 'as UV_COMPILE_BYTECODE tells uv')]:
+        assert setup_main.main(['--plan'], {'INLINE_DENSE_VENV': str(tmp_path / 'v'), **env}) == 0
+        out = dict(line.split(': ', 1) for line in capsys.readouterr().out.splitlines())
+        assert out['bytecode'] == said
+        assert ('--compile-bytecode' in out['command']) is (env == {'PYTHONDONTWRITEBYTECODE': '1'})
+
+
 def test_compiled_ops_target(mmcv_full, setup_env, monkeypatch):
     s = setup_env.Settings
     assert mmcv_full.compiled_ops_target(s(force_cuda='1'), '13.0', cuda_available=False) == 'cuda13.0'
