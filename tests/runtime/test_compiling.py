@@ -74,6 +74,40 @@ def test_bf16_pipeline_sizes_share_one_graph_and_match_eager(monkeypatch, bf16):
     assert counter.frame_count == 1
 
 
+def test_images_on_the_block_grid_reach_the_graph_in_static_blocks(monkeypatch):
+    """With dynamic sizes an image whose sides are multiples of 32 reaches its graph as 32 x 32 blocks: the block
+    sides are static, only the block counts are symbols (so every stage's side is a multiple of one symbol, not a
+    nest of ceiling divisions). Sides off that grid take one second graph, which the next such size shares."""
+    images = []
+    real = torch.compile
+
+    def recording(fn, **kwargs):
+        def backend(gm, example_inputs):
+            values = [n.meta['example_value'] for n in gm.graph.nodes if n.op == 'placeholder']
+            images.append(next(tuple(v.shape) for v in values if isinstance(v, torch.Tensor) and v.dim() >= 4))
+            return gm.forward
+        kwargs.update(backend=backend, options=None)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(torch, 'compile', recording)
+    eager = build_tiny('swin').eval()
+    model = build_tiny('swin').eval()
+    model.load_state_dict(eager.state_dict())
+    compiling.compile_for_inference(model, backend='eager', stream=io.StringIO())
+    off_grid = [((1, 3, 250, 340), [(250, 340)]), ((1, 3, 270, 300), [(270, 290)])]
+    with torch.no_grad():
+        for shape, valid_hw in PIPELINE + off_grid:
+            x = torch.randn(*shape)
+            out, ref = model(x, valid_hw), eager(x, valid_hw)
+            for o, r in zip(out, ref):
+                torch.testing.assert_close(o, r)
+    assert len(images) == 2, images
+    blocked, plain = images
+    assert len(blocked) == 6, blocked
+    assert [type(side) for side in blocked[3::2]] == [int, int], blocked  # not SymInts
+    assert blocked[3] == blocked[5] == compiling.BLOCK, blocked
+    assert all(isinstance(side, torch.SymInt) for side in (blocked[2], blocked[4], plain[2], plain[3])), images
+
+
 def test_static_sizes_compile_a_graph_per_size(monkeypatch):
     counter = counting(monkeypatch)
     model = build_tiny('swin').eval()
@@ -106,7 +140,8 @@ def test_static_graphs_run_from_the_cpp_wrapper(monkeypatch, sizes, cpp_wrapper)
     assert compiling.compile_for_inference(model, stream=out, sizes=sizes)
     with torch.no_grad():
         model(torch.randn(1, 3, 64, 96))
-    assert asked == [{'freezing': True, 'cpp_wrapper': cpp_wrapper}]
+    # with dynamic sizes two callables, one for images in 32-pixel blocks and one for any other input
+    assert asked == [{'freezing': True, 'cpp_wrapper': cpp_wrapper}] * (2 if sizes == 'dynamic' else 1)
     assert ('C++ wrapper' in out.getvalue()) is cpp_wrapper
 
 
