@@ -234,19 +234,20 @@ def test_without_a_cpp_compiler_one_line_and_eager(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)  # an inductor compile: a few minutes alone, far more on a loaded machine
 @pytest.mark.skipif(compiling.compiler_problem() is not None, reason='no C++ compiler for inductor')
-@pytest.mark.parametrize('dtype', ['fp32', 'bf16'])
-def test_inductor_matches_eager_within_the_bf16_bound(dtype):
-    """The real path (inductor, freezing, dynamic sizes) on a small InLine-Swin (InLine and softmax stages, a
-    shifted window): within 2e-2 of eager (1e-4 in fp32) at two pipeline sizes, one graph for both."""
+@pytest.mark.parametrize(('kind', 'dtype'), [('swin', 'fp32'), ('swin', 'bf16'), ('cswin', 'fp32')])
+def test_inductor_matches_eager_within_the_bf16_bound(kind, dtype):
+    """The real path (inductor, freezing, dynamic sizes, the image in 32-pixel blocks) on a small InLine-Swin
+    (InLine and softmax stages, a shifted window) and a tiny InLine-CSwin (stripes, LePE's depthwise conv on a
+    full-map stripe): within 2e-2 of eager (1e-4 in fp32) at two pipeline sizes, one graph for both."""
     from torch._dynamo.utils import counters
 
     from inline_dense.runtime.precision import native_bf16_cpu
     if dtype == 'bf16' and not native_bf16_cpu():
         pytest.skip('this CPU has no native bfloat16')
     torch.manual_seed(0)
-    small = dict(depths=(1, 1, 2, 1), attn_type='IISS')
-    eager = build_tiny('swin', **small).eval()
-    model = build_tiny('swin', **small).eval()
+    small = dict(depths=(1, 1, 2, 1), attn_type='IISS') if kind == 'swin' else {}
+    eager = build_tiny(kind, **small).eval()
+    model = build_tiny(kind, **small).eval()
     model.load_state_dict(eager.state_dict())
     compiling.compile_for_inference(model, stream=io.StringIO())
     counters.clear()

@@ -131,7 +131,13 @@ class CSwinStripeAttention(nn.Module):
                 key_valid[:, :h, :w] = valid.unsqueeze(-1).to(q.dtype)
             mask = ((1 - window_partition(key_valid, win)) * self.neg_inf).view(n_win, 1, 1, wh * ww)
         # channels-last: the windows' own memory, and the output flattens back to contiguous tokens
-        lepe = F.conv2d(vw.reshape(n_win, wh, ww, c).permute(0, 3, 1, 2), lepe_weight, lepe_bias, padding=1, groups=c)
+        v_map = vw.reshape(n_win, wh, ww, c).permute(0, 3, 1, 2)
+        if traced():
+            # channels-first: with symbolic sizes and one window in the batch, inductor (torch 2.14) plans this
+            # depthwise conv's output channels-last where oneDNN writes it channels-first, and the compiled graph
+            # fails its stride check at run time (the last stage's full-map stripe)
+            v_map = v_map.contiguous()
+        lepe = F.conv2d(v_map, lepe_weight, lepe_bias, padding=1, groups=c)
         lepe = lepe.flatten(2).transpose(1, 2)
         out = F.scaled_dot_product_attention(split_heads(qw, heads, d), split_heads(kw, heads, d),
                                              split_heads(vw, heads, d), attn_mask=mask,
