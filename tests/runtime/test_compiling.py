@@ -24,15 +24,24 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+def compiling_with(monkeypatch, backend) -> list:
+    """Every ``torch.compile`` call made with dynamo ``backend`` instead (no inductor options); returns the list
+    of the options each call asked for."""
+    asked = []
+    real = torch.compile
+
+    def compile_with(fn, **kwargs):
+        asked.append(kwargs.get('options'))
+        kwargs.update(backend=backend, options=None)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(torch, 'compile', compile_with)
+    return asked
+
+
 def counting(monkeypatch) -> CompileCounter:
     """compile_for_inference with a dynamo backend that counts graphs and runs them eagerly."""
     counter = CompileCounter()
-    real = torch.compile
-
-    def compile_counting(fn, **kwargs):
-        kwargs.update(backend=counter, options=None)
-        return real(fn, **kwargs)
-    monkeypatch.setattr(torch, 'compile', compile_counting)
+    compiling_with(monkeypatch, counter)
     return counter
 
 
@@ -79,16 +88,12 @@ def test_images_on_the_block_grid_reach_the_graph_in_static_blocks(monkeypatch):
     sides are static, only the block counts are symbols (so every stage's side is a multiple of one symbol, not a
     nest of ceiling divisions). Sides off that grid take one second graph, which the next such size shares."""
     images = []
-    real = torch.compile
 
-    def recording(fn, **kwargs):
-        def backend(gm, example_inputs):
-            values = [n.meta['example_value'] for n in gm.graph.nodes if n.op == 'placeholder']
-            images.append(next(tuple(v.shape) for v in values if isinstance(v, torch.Tensor) and v.dim() >= 4))
-            return gm.forward
-        kwargs.update(backend=backend, options=None)
-        return real(fn, **kwargs)
-    monkeypatch.setattr(torch, 'compile', recording)
+    def recording(gm, example_inputs):
+        values = [n.meta['example_value'] for n in gm.graph.nodes if n.op == 'placeholder']
+        images.append(next(tuple(v.shape) for v in values if isinstance(v, torch.Tensor) and v.dim() >= 4))
+        return gm.forward
+    compiling_with(monkeypatch, recording)
     eager = build_tiny('swin').eval()
     model = build_tiny('swin').eval()
     model.load_state_dict(eager.state_dict())
@@ -127,14 +132,7 @@ def test_static_sizes_compile_a_graph_per_size(monkeypatch):
 def test_static_graphs_run_from_the_cpp_wrapper(monkeypatch, sizes, cpp_wrapper):
     """Inductor's options: freezing always; its C++ wrapper for static sizes only (a few percent of a pass for a
     few seconds of compiling; with dynamic sizes far more compiling for less), and the announcement says so."""
-    asked = []
-    real = torch.compile
-
-    def recording(fn, **kwargs):
-        asked.append(kwargs['options'])
-        kwargs.update(backend='eager', options=None)
-        return real(fn, **kwargs)
-    monkeypatch.setattr(torch, 'compile', recording)
+    asked = compiling_with(monkeypatch, 'eager')
     out = io.StringIO()
     model = build_tiny('swin').eval()
     assert compiling.compile_for_inference(model, stream=out, sizes=sizes)
