@@ -11,6 +11,8 @@
 #    elsewhere, every test module that names an OpenMMLab package: their quick tests, and the
 #    end-to-end runs of the stack's own machinery (marker `stack`: mmdet's and mmseg's train tools, two
 #    processes, kill and resume, panoptic and Cityscapes metrics, registries, a quiet first run);
+#    in those modules, the tests of the torch-only core alone (marker `core`: dynamo capture, TorchScript,
+#    every preset's shapes) stay out: torch decides their outcome, the same on both;
 #  - the other end-to-end runs spend their minutes in torch (ONNX exports, inductor compiles, the
 #    two-process repeat of every toy, the demo's 400 iterations) or set up the default stack's wheels
 #    (the GPU check's dry run): the default stack's run covers them.
@@ -33,6 +35,6 @@ stack_folders=(tests/openmmlab tests/ops tests/tools tests/deploy tests/checkpoi
 mapfile -t elsewhere < <(find tests -name 'test_*.py' | sort | grep -vE "^($(IFS='|'; echo "${stack_folders[*]}"))/" \
   | xargs grep -lwE 'mmengine|mmcv|mmdet|mmseg')
 echo "[ci-$stack] the stack's folders and ${#elsewhere[@]} modules elsewhere that name an OpenMMLab package"
-INLINE_DENSE_CACHE="$scratch/cache" "$venv/bin/python" -m pytest -q -n auto --maxschedchunk 1 -m 'not slow or stack' \
+INLINE_DENSE_CACHE="$scratch/cache" "$venv/bin/python" -m pytest -q -n auto --maxschedchunk 1 -m '(not slow or stack) and not core' \
   "${stack_folders[@]}" "${elsewhere[@]}" --durations=10
 echo "[ci-$stack] the stack's tests on STACK=$stack: $(( $(date +%s) - setup_done )) s; whole step: $(( $(date +%s) - start )) s"

@@ -44,6 +44,7 @@ def shapes_without_compute(model: torch.nn.Module, h: int, w: int) -> list:
         return [tuple(o.shape) for o in outs]
 
 
+@pytest.mark.core
 @pytest.mark.parametrize(('cls', 'arch', 'dims'), ARCH_DIMS, ids=[f'{c.__name__}-{a}' for c, a, _ in ARCH_DIMS])
 def test_arch_shapes(cls, arch, dims):
     """Every preset on square, non-square and odd inputs: ceil(H / stride) x ceil(W / stride).

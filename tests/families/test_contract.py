@@ -187,6 +187,7 @@ def test_symbolic_trace_keeps_every_size(family):
             assert same(traced(x), model(x))
 
 
+@pytest.mark.core
 @pytest.mark.parametrize('family', FAMILIES)
 def test_torchscript_gives_the_eager_outputs(family):
     model = tiny(family)
@@ -197,6 +198,7 @@ def test_torchscript_gives_the_eager_outputs(family):
             assert same(scripted(x), list(model(x)))
 
 
+@pytest.mark.core
 @pytest.mark.parametrize('family', FAMILIES)
 def test_torch_compile_captures_it_for_every_size(family):
     """Dynamo captures the family at symbolic sizes and gives the eager outputs (the graph as it

@@ -140,7 +140,7 @@ def test_the_ci_steps_set_up_from_nothing_without_a_compiler_in_scratch_environm
         assert needed in py313, needed
     other = (ci / 'other_stack.sh').read_text(encoding='utf-8')
     assert 'python3 .ci/shared_versions.py "$default_python" "$venv/bin/python"' in other
-    assert "-m pytest -q -n auto --maxschedchunk 1 -m 'not slow or stack'" in other
+    assert "-m pytest -q -n auto --maxschedchunk 1 -m '(not slow or stack) and not core'" in other
     assert '${OTHER_STACK:-onedl}' in other
 
 
