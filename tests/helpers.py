@@ -115,6 +115,20 @@ def no_network_downloads(monkeypatch: Any) -> None:
     monkeypatch.setattr(cache, 'transfer', no_network)
 
 
+def compiling_with(monkeypatch: Any, backend: Any) -> list:
+    """Every ``torch.compile`` call made with dynamo ``backend`` instead (no inductor options); returns the list
+    of the options each call asked for."""
+    asked = []
+    real = torch.compile
+
+    def compile_with(fn: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get('options'))
+        kwargs.update(backend=backend, options=None)
+        return real(fn, **kwargs)
+    monkeypatch.setattr(torch, 'compile', compile_with)
+    return asked
+
+
 def module_chains(call: Callable[[], Any], package: str) -> set[tuple[str, ...]]:
     """Runs ``call`` and returns every call stack it made, as the chain of ``package``'s modules on it
     (last name part; other modules left out, a module calling itself counted once). A chain naming a

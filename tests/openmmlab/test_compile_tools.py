@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 
-from helpers import import_tool, quick_toy_options, train_toy_checkpoint
+from helpers import compiling_with, import_tool, quick_toy_options, train_toy_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / 'configs' / 'toy' / 'mask-rcnn_inline-swin-mini_fpn_toy-coco.py')
@@ -24,12 +24,7 @@ def checkpoint(toy_dir, tmp_path_factory):
 @pytest.fixture
 def counter(monkeypatch):
     counter = CompileCounter()
-    real = torch.compile
-
-    def compile_counting(fn, **kwargs):
-        kwargs.update(backend=counter, options=None)
-        return real(fn, **kwargs)
-    monkeypatch.setattr(torch, 'compile', compile_counting)
+    compiling_with(monkeypatch, counter)
     torch._dynamo.reset()
     yield counter
     torch._dynamo.reset()

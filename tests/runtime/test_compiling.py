@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch._dynamo.testing import CompileCounter
 
-from helpers import TINY_KINDS, build_tiny
+from helpers import TINY_KINDS, build_tiny, compiling_with
 from inline_dense.runtime import compiling
 
 # batch 1 at sizes a test pipeline pads to (multiples of 32), each with its image's real size: the masks
@@ -22,20 +22,6 @@ def fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
-
-
-def compiling_with(monkeypatch, backend) -> list:
-    """Every ``torch.compile`` call made with dynamo ``backend`` instead (no inductor options); returns the list
-    of the options each call asked for."""
-    asked = []
-    real = torch.compile
-
-    def compile_with(fn, **kwargs):
-        asked.append(kwargs.get('options'))
-        kwargs.update(backend=backend, options=None)
-        return real(fn, **kwargs)
-    monkeypatch.setattr(torch, 'compile', compile_with)
-    return asked
 
 
 def counting(monkeypatch) -> CompileCounter:
