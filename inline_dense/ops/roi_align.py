@@ -1,6 +1,7 @@
 """mmcv's ``roi_align_forward`` / ``roi_align_backward`` for the stand-in :mod:`inline_dense.ops.ext`:
-``pool_mode`` avg through torchvision's ``roi_align`` kernels (the same sampling as mmcv's); max in
-plain torch, with mmcv's bilinear sampling, its first-maximum rule and its argmax coordinates."""
+``pool_mode`` avg through torchvision's ``roi_align`` kernels (the same sampling as mmcv's), its CPU
+gradient through :mod:`.roi_align_avg_grad` (the same sums, faster); max in plain torch, with mmcv's
+bilinear sampling, its first-maximum rule and its argmax coordinates."""
 import math
 
 import torch
@@ -8,6 +9,8 @@ import torchvision  # noqa: F401  (registers torch.ops.torchvision.*)
 from torch import Tensor
 
 from .checks import OpInputError, check_float, check_out, check_same_device, kernel_dtype, require
+from .roi_align_avg_grad import roi_align_avg_backward
+from .roi_sampling import bilinear_corners, roi_box
 
 
 def _check_rois(op: str, rois: Tensor, batch: int) -> None:
@@ -129,10 +132,8 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
     batch, channels, height, width = grad_input.shape
     grad_output = grad_output.to(kernel_dtype(grad_output))
     if pool_mode == 1:
-        grad = torch.ops.torchvision._roi_align_backward(
-            grad_output, rois.to(grad_output.dtype), float(spatial_scale), aligned_height, aligned_width, batch,
-            channels, height, width, int(sampling_ratio), bool(aligned))
-        grad_input.add_(grad)
+        grad_input.add_(roi_align_avg_backward(grad_output, rois, spatial_scale, int(sampling_ratio), bool(aligned),
+                                               (batch, channels, height, width)))
         return
     if grad_input.dtype == grad_output.dtype:
         _roi_align_max_backward(grad_output, rois, argmax_y, argmax_x, grad_input)
@@ -140,47 +141,6 @@ def roi_align_backward(grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argm
         grad = torch.zeros_like(grad_input, dtype=grad_output.dtype)
         _roi_align_max_backward(grad_output, rois, argmax_y.to(grad.dtype), argmax_x.to(grad.dtype), grad)
         grad_input.add_(grad)
-
-
-def _bilinear_corners(y: Tensor, x: Tensor, height: int, width: int) -> tuple[Tensor, ...]:
-    """mmcv's bilinear sampling rule at points (y, x): corner indices, weights and validity.
-
-    Points more than one pixel outside the map read 0; points in [-1, 0) read the border.
-    Returns y_low, y_high, x_low, x_high (int64) and w1..w4 (for (yl,xl), (yl,xh), (yh,xl), (yh,xh)).
-    """
-    valid = (y >= -1.0) & (y <= height) & (x >= -1.0) & (x <= width)
-    y = y.clamp(min=0)
-    x = x.clamp(min=0)
-    y_low = y.floor().long()
-    x_low = x.floor().long()
-    y_top = y_low >= height - 1
-    x_top = x_low >= width - 1
-    y_low = torch.where(y_top, height - 1, y_low)
-    x_low = torch.where(x_top, width - 1, x_low)
-    y = torch.where(y_top, y_low.to(y.dtype), y)
-    x = torch.where(x_top, x_low.to(x.dtype), x)
-    y_high = torch.where(y_top, y_low, y_low + 1)
-    x_high = torch.where(x_top, x_low, x_low + 1)
-    ly = y - y_low
-    lx = x - x_low
-    hy = 1.0 - ly
-    hx = 1.0 - lx
-    zero = torch.zeros((), dtype=y.dtype, device=y.device)
-    weights = [torch.where(valid, w, zero) for w in (hy * hx, hy * lx, ly * hx, ly * lx)]
-    return (y_low.clamp(0, height - 1), y_high.clamp(0, height - 1), x_low.clamp(0, width - 1),
-            x_high.clamp(0, width - 1), *weights)
-
-
-def _roi_box(roi: Tensor, spatial_scale: float, aligned: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    offset = 0.5 if aligned else 0.0
-    start_w = roi[1] * spatial_scale - offset
-    start_h = roi[2] * spatial_scale - offset
-    roi_w = roi[3] * spatial_scale - offset - start_w
-    roi_h = roi[4] * spatial_scale - offset - start_h
-    if not aligned:  # mmcv's legacy mode: at least one pixel (aligned: inverted boxes are refused before)
-        roi_w = roi_w.clamp(min=1.0)
-        roi_h = roi_h.clamp(min=1.0)
-    return start_h, start_w, roi_h, roi_w
 
 
 def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, spatial_scale: float,
@@ -195,7 +155,7 @@ def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, sp
     rois = rois.to(input.dtype)
     for k in range(num_rois):
         roi = rois[k]
-        start_h, start_w, roi_h, roi_w = _roi_box(roi, spatial_scale, aligned)
+        start_h, start_w, roi_h, roi_w = roi_box(roi, spatial_scale, aligned)
         bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
         grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_h) / pooled_h)
         grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_w) / pooled_w)
@@ -210,7 +170,7 @@ def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, sp
         xs = (start_w + pw * bin_w + ix * bin_w / grid_w)  # (PW, GW)
         y = ys[:, :, None, None].expand(pooled_h, grid_h, pooled_w, grid_w)
         x = xs[None, None].expand(pooled_h, grid_h, pooled_w, grid_w)
-        yl, yh, xl, xh, w1, w2, w3, w4 = _bilinear_corners(y, x, height, width)
+        yl, yh, xl, xh, w1, w2, w3, w4 = bilinear_corners(y, x, height, width)
         feat = input[int(roi[0])]  # (C, H, W)
         vals = w1 * feat[:, yl, xl] + w2 * feat[:, yl, xh] + w3 * feat[:, yh, xl] + w4 * feat[:, yh, xh]
         # (C, PH, GH, PW, GW) -> (C, PH, PW, GH*GW); the first maximum wins, as in mmcv's loop
@@ -233,7 +193,7 @@ def _roi_align_max_backward(grad_output: Tensor, rois: Tensor, arg_y: Tensor, ar
     height, width = grad_input.shape[-2:]
     channels = grad_input.shape[1]
     has = arg_y != -1.0
-    yl, yh, xl, xh, w1, w2, w3, w4 = _bilinear_corners(arg_y, arg_x, height, width)
+    yl, yh, xl, xh, w1, w2, w3, w4 = bilinear_corners(arg_y, arg_x, height, width)
     batch_idx = rois[:, 0].long()[:, None, None, None].expand_as(arg_y)
     chan = torch.arange(channels, device=arg_y.device)[None, :, None, None].expand_as(arg_y)
     # One accumulate, bin by bin and corner by corner: mmcv's order of additions, so sums match.

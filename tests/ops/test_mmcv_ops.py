@@ -53,11 +53,21 @@ def test_mmcv_without_ops_uses_the_stand_in_and_compiled_mmcv_its_own_ops():
         assert uses_stand_in(), f'mmcv._ext is {mmcv_ext()}: {dist} has no compiled ops, it should be the stand-in'
 
 
-@pytest.mark.parametrize('device', DEVICES)
-@pytest.mark.parametrize('index', range(len(REFERENCE['roi_align'])))
-def test_roi_align_matches_compiled_mmcv(index, device):
+# Each case as called, and each avg case once more on CPU with the stand-in's gradient forced through
+# its vector path (these small calls would otherwise go to torchvision's loop).
+ROI_ALIGN_CASES = ([pytest.param(i, device, False, id=f'{i}-{device}') for i in range(len(REFERENCE['roi_align']))
+                    for device in DEVICES]
+                   + [pytest.param(i, 'cpu', True, id=f'{i}-cpu-vector-grad')
+                      for i, case in enumerate(REFERENCE['roi_align']) if case['pool_mode'] == 'avg'])
+
+
+@pytest.mark.parametrize(('index', 'device', 'vector_grad'), ROI_ALIGN_CASES)
+def test_roi_align_matches_compiled_mmcv(index, device, vector_grad, monkeypatch):
     from mmcv.ops import roi_align
     case = REFERENCE['roi_align'][index]
+    if vector_grad:
+        from inline_dense.ops import roi_align_avg_grad
+        monkeypatch.setattr(roi_align_avg_grad, 'MIN_VECTOR_OUTPUTS', 0)
     feats = REFERENCE['feats'][case['feat']].to(device, copy=True).requires_grad_(True)
     out = roi_align(feats, case['rois'].to(device), case['output_size'], case['spatial_scale'],
                     case['sampling_ratio'], case['pool_mode'], case['aligned'])
