@@ -58,14 +58,20 @@ def test_the_same_sums_as_torchvision(vector_path, pooled, scale, ratio, aligned
 
 def test_the_default_chunks_on_detector_sized_calls_give_the_same_sums():
     """The chunk sizes the package runs with, on a call the size of a Mask R-CNN box head's level:
-    several term chunks and more than one geometry chunk (grids of up to 8 x 8 samples a bin)."""
+    several term chunks and more than one geometry chunk (grids of up to 8 x 8 samples a bin), rows
+    wide enough for torch to split the adds across two threads."""
     gen = torch.Generator().manual_seed(0)
-    shape = (2, 8, 50, 84)
+    shape = (2, 64, 50, 84)
     rois = random_rois(gen, 600, 2, (200, 336))
-    grad_output = torch.randn(600, 8, 7, 7, generator=gen)
+    grad_output = torch.randn(600, 64, 7, 7, generator=gen)
     samples = roi_align_avg_grad._roi_grids(rois, 0.25, 7, 7, 0, True)[1].prod(dim=1).sum() * 49
     assert samples > roi_align_avg_grad.GEOMETRY_SAMPLES
-    got = roi_align_avg_backward(grad_output, rois, 0.25, 0, True, shape)
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        got = roi_align_avg_backward(grad_output, rois, 0.25, 0, True, shape)
+    finally:
+        torch.set_num_threads(old)
     assert torch.equal(got, torchvision_backward(grad_output, rois, 0.25, 0, True, shape))
 
 
