@@ -10,7 +10,7 @@ from torch import Tensor
 
 from .checks import OpInputError, check_float, check_out, check_same_device, kernel_dtype, require
 from .roi_align_avg_grad import roi_align_avg_backward
-from .roi_sampling import bilinear_corners, roi_box
+from .roi_sampling import bilinear_corners, roi_box, sample_grid
 
 
 def _check_rois(op: str, rois: Tensor, batch: int) -> None:
@@ -157,8 +157,7 @@ def _roi_align_max(input: Tensor, rois: Tensor, pooled_h: int, pooled_w: int, sp
         roi = rois[k]
         start_h, start_w, roi_h, roi_w = roi_box(roi, spatial_scale, aligned)
         bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
-        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_h) / pooled_h)
-        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(float(roi_w) / pooled_w)
+        grid_h, grid_w = (int(g) for g in sample_grid(bin_h, bin_w, sampling_ratio))
         if grid_h == 0 or grid_w == 0:
             continue
         dev, dt = input.device, input.dtype

@@ -12,7 +12,7 @@ not merely close; on the toy Mask R-CNN's calls it took a third of the time.
 import torch
 from torch import Tensor
 
-from .roi_sampling import bilinear_axis, roi_box
+from .roi_sampling import bilinear_axis, roi_box, sample_grid
 
 # Samples whose geometry is computed at once (bounds the index and weight tables: ~100 bytes each),
 # and rows of terms made and added at once (2048 samples x 4 corners x C floats: cache-sized at C=64).
@@ -29,10 +29,7 @@ def _roi_grids(rois: Tensor, spatial_scale: float, pooled_h: int, pooled_w: int,
     the integer grid (K, 2) ``grid_h, grid_w`` (samples per bin along each axis)."""
     start_h, start_w, roi_h, roi_w = roi_box(rois, spatial_scale, aligned)
     bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
-    if sampling_ratio > 0:
-        grid = torch.full((rois.shape[0], 2), sampling_ratio, dtype=torch.long)
-    else:
-        grid = torch.stack([torch.ceil(roi_h / pooled_h), torch.ceil(roi_w / pooled_w)], dim=1).long()
+    grid = torch.stack(sample_grid(bin_h, bin_w, sampling_ratio), dim=1)
     geometry = torch.stack([start_h, bin_h, grid[:, 0].to(rois.dtype), start_w, bin_w,
                             grid[:, 1].to(rois.dtype)], dim=1)
     return geometry, grid

@@ -1,6 +1,6 @@
 """RoIAlign's sampling rule, as mmcv's and torchvision's CPU kernels compute it (the same float
 operations in the same order, so that sums built on it match theirs bit for bit): a box's start and
-size on the feature map, and the bilinear rule at a sample point."""
+size on the feature map, its samples per bin, and the bilinear rule at a sample point."""
 import torch
 from torch import Tensor
 
@@ -20,6 +20,15 @@ def roi_box(rois: Tensor, spatial_scale: float, aligned: bool) -> tuple[Tensor, 
         roi_w = roi_w.clamp(min=1.0)
         roi_h = roi_h.clamp(min=1.0)
     return start_h, start_w, roi_h, roi_w
+
+
+def sample_grid(bin_h: Tensor, bin_w: Tensor, sampling_ratio: int) -> tuple[Tensor, Tensor]:
+    """Samples per bin along each axis (int64, the shape of ``bin_h``): ``sampling_ratio``, or with 0
+    (adaptive) about one per feature pixel, ``ceil`` of the bin's size."""
+    if sampling_ratio > 0:
+        return (torch.full_like(bin_h, sampling_ratio, dtype=torch.long),
+                torch.full_like(bin_w, sampling_ratio, dtype=torch.long))
+    return torch.ceil(bin_h).long(), torch.ceil(bin_w).long()
 
 
 def bilinear_axis(pos: Tensor, size: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
